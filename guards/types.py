@@ -1,0 +1,128 @@
+"""Plain data shared by the guard pipeline, and the protocols its backends satisfy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Verdict = Literal["supported", "contradicted", "unverifiable"]
+VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "unverifiable")
+ActionName = Literal["annotate", "flag", "rewrite", "block"]
+AnswerAction = Literal["none", "annotate", "flag", "rewrite", "block", "unverified"]
+ClaimAction = Literal["kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One atomic claim; ``span`` is [start, end) into the upstream's original answer."""
+
+    text: str
+    span: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One evidence passage: a chunk of a tenant document or of the request's own context.
+
+    ``span`` is [start, end) into the source document (or the request message) text.
+    ``doc`` for request context is ``request:<role>#<message index>``.
+    """
+
+    text: str
+    doc: str
+    chunk: str
+    score: float
+    span: tuple[int, int]
+    content_hash: str = ""
+    index_version: int = 0
+    source: Literal["index", "request"] = "index"
+
+
+@dataclass(frozen=True)
+class Probs:
+    """Three-label probabilities for one (evidence, claim) pair; they sum to 1."""
+
+    supported: float
+    contradicted: float
+    unverifiable: float
+
+    def uncertainty(self) -> float:
+        """Normalized entropy in [0, 1] (1 = uniform, 0 = certain)."""
+        h = 0.0
+        for p in (self.supported, self.contradicted, self.unverifiable):
+            if p > 0.0:
+                h -= p * math.log(p)
+        return h / math.log(3.0)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "supported": round(self.supported, 4),
+            "contradicted": round(self.contradicted, 4),
+            "unverifiable": round(self.unverifiable, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Pair:
+    """What a verifier scores: does ``evidence`` support ``claim`` (asked as ``question``)?"""
+
+    claim: str
+    evidence: str
+    question: str | None = None
+
+
+@dataclass
+class ClaimResult:
+    claim: Claim
+    verdict: Verdict
+    probs: Probs
+    uncertainty: float
+    citations: list[Evidence] = field(default_factory=list)
+    action: ClaimAction = "kept"
+    correction: str | None = None
+    explanation: str = ""
+
+
+@dataclass
+class GuardReport:
+    """Everything the proxy needs to build headers, body and the rewritten text."""
+
+    original: str
+    text: str
+    claims: list[ClaimResult]
+    trust: float
+    action: AnswerAction
+    blocked: bool = False
+    unverified: bool = False
+    latency_ms: float = 0.0
+    verifier: str = ""
+
+
+class Verifier(Protocol):
+    """Scores (evidence, claim) pairs. ``name`` identifies it in caches and reports."""
+
+    name: str
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]: ...
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalized float32 vectors of size ``dim``."""
+
+    dim: int
+    name: str
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class EvidenceSource(Protocol):
+    """A tenant's document index seen from the guard: top-k evidence for each query vector."""
+
+    def search(
+        self, vectors: npt.NDArray[np.float32], top_k: int, min_score: float
+    ) -> list[list[Evidence]]: ...

@@ -1,0 +1,128 @@
+"""The tenant policy file, validated strictly (DESIGN.md, "Policy file").
+
+Unknown keys are errors; :func:`policies.loader.load_policy_file` turns pydantic's
+``extra_forbidden`` errors into messages that name the file, the field path and the
+closest valid key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+KEY_HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+ActionName = Literal["annotate", "flag", "rewrite", "block"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UpstreamPolicy(_Strict):
+    model: str
+    models: dict[str, str] = Field(default_factory=dict)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    restrict_models: bool = False
+
+
+class RetrievalPolicy(_Strict):
+    index: str | None = None
+    top_k: int = Field(default=3, ge=1, le=50)
+    min_score: float = Field(default=0.25, ge=-1.0, le=1.0)
+    use_request_context: bool = True
+
+
+class VerifierPolicy(_Strict):
+    model: str = "default"
+    threshold: float | Literal["calibrated"] = 0.6
+    max_uncertainty: float = Field(default=0.9, ge=0.0, le=1.0)
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _threshold(cls, v: object) -> object:
+        # One clear error instead of pydantic's two union-member errors; also
+        # rejects booleans (YAML ``yes``) and values outside [0, 1].
+        if v == "calibrated" and isinstance(v, str):
+            return v
+        if isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0:
+            return float(v)
+        raise ValueError("threshold must be a number in [0, 1] or 'calibrated'")
+
+
+class RulesPolicy(_Strict):
+    numbers_need_evidence: bool = True
+    entities_need_evidence: bool = True
+
+
+class ActionsPolicy(_Strict):
+    contradicted: ActionName = "rewrite"
+    unverifiable: ActionName = "flag"
+    block_below_trust: float = Field(default=0.2, ge=0.0, le=1.0)
+    flag_marker: str = " [unverified]"
+    refusal: str = (
+        "I can't give a reliable answer to that: the response could not be verified "
+        "against the available sources."
+    )
+
+
+class Policy(_Strict):
+    tenant: str
+    keys: list[str] = Field(default_factory=list)
+    key_env: str | None = None
+    admin_keys: list[str] = Field(default_factory=list)
+    upstream: UpstreamPolicy
+    retrieval: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
+    verifier: VerifierPolicy = Field(default_factory=VerifierPolicy)
+    rules: RulesPolicy = Field(default_factory=RulesPolicy)
+    actions: ActionsPolicy = Field(default_factory=ActionsPolicy)
+    citations: Literal["none", "inline", "footnotes"] = "footnotes"
+    stream: Literal["buffer", "sentence"] = "buffer"
+    on_guard_error: Literal["annotate", "block"] = "annotate"
+    latency_budget_ms: int = Field(default=800, ge=1)
+    guard: bool = True
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_name(cls, v: str) -> str:
+        if not TENANT_RE.match(v):
+            raise ValueError(
+                "tenant must be 1-63 chars of lower-case letters, digits, '-' or '_', "
+                "starting with a letter or digit"
+            )
+        return v
+
+    @field_validator("keys", "admin_keys")
+    @classmethod
+    def _hashed_keys(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        # The message names the position only: a raw key must never be echoed.
+        for i, k in enumerate(v):
+            if not KEY_HASH_RE.match(k):
+                raise ValueError(
+                    f"{info.field_name}[{i}] is not a key hash: keys are stored hashed only, "
+                    "each must be 'sha256:' + 64 lower-case hex digits "
+                    "(groundproxy hash-key KEY prints it)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _has_keys(self) -> Policy:
+        if not self.keys and not self.key_env:
+            raise ValueError("a policy needs 'keys' (sha256 hashes) or 'key_env'")
+        return self
+
+    @property
+    def index_name(self) -> str:
+        return self.retrieval.index or self.tenant

@@ -1,0 +1,80 @@
+"""The FastAPI application. Models, indexes and litellm load in the lifespan, never at import."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import structlog
+from fastapi import FastAPI
+
+from guards.errors import GroundproxyError
+from policies.loader import PolicyStore
+from proxy.errors import install_error_handlers
+from proxy.guarding import GuardService
+from proxy.middleware import RequestIdMiddleware
+from proxy.routes import admin, chat, meta
+from proxy.settings import Settings
+from proxy.state import AppState
+from proxy.upstream import UpstreamClient
+
+log = structlog.get_logger(__name__)
+
+
+def _load_resources(state: AppState) -> None:
+    from retrieval.embedder import load_embedder
+
+    settings = state.settings
+    state.upstream = UpstreamClient()
+    guard = GuardService(settings.data, load_embedder(settings.embedder))
+    tenants = state.policies.tenants()
+    verifier_names = sorted(
+        {p.policy.verifier.model for t in tenants if (p := state.policies.get(t)) is not None}
+    )
+    state.load_errors.extend(guard.warm_up(verifier_names))
+    index_names = sorted(
+        {p.policy.index_name for t in tenants if (p := state.policies.get(t)) is not None}
+    )
+    state.load_errors.extend(guard.indexes.preload(index_names))
+    state.guard = guard
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    state: AppState = app.state.gp
+    errors = state.policies.load()
+    state.load_errors.extend(errors)
+    for err in errors:
+        log.warning("policy_not_loaded", error=err)
+    if state.settings.watch_policies:
+        state.policies.start_watching(state.settings.policy_poll_s)
+    try:
+        await anyio.to_thread.run_sync(_load_resources, state)
+    except GroundproxyError as exc:
+        log.error("startup_failed", error=exc.message)
+        raise
+    state.ready = True
+    log.info("ready", tenants=len(state.policies.tenants()), errors=len(state.load_errors))
+    try:
+        yield
+    finally:
+        state.ready = False
+        state.policies.stop_watching()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="groundproxy",
+        version="0.1.0",
+        description="OpenAI-compatible guardrail proxy",
+        lifespan=lifespan,
+    )
+    app.state.gp = AppState(settings=settings, policies=PolicyStore(settings.policies))
+    install_error_handlers(app)
+    app.include_router(meta.router)
+    app.include_router(chat.router)
+    app.include_router(admin.router)
+    app.add_middleware(RequestIdMiddleware)
+    return app

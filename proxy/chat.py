@@ -1,0 +1,96 @@
+"""One guarded chat completion: upstream call, guard, and the annotated response body."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from guards.report import report_body, report_headers
+
+from guards.types import GuardReport
+from policies.loader import LoadedPolicy
+from proxy.guarding import GuardService
+from proxy.protocol import ChatCompletionRequest
+from proxy.upstream import UpstreamClient, resolve_model
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class GuardedCompletion:
+    body: dict[str, Any]
+    headers: dict[str, str]
+    report: GuardReport
+    upstream_ms: float
+
+
+def new_step_id() -> str:
+    return f"st_{uuid.uuid4().hex[:16]}"
+
+
+def _answer_text(choice: dict[str, Any]) -> str | None:
+    message = choice.get("message") or {}
+    content = message.get("content")
+    return content if isinstance(content, str) else None
+
+
+async def guarded_completion(
+    req: ChatCompletionRequest,
+    loaded: LoadedPolicy,
+    upstream: UpstreamClient,
+    guard: GuardService,
+    request_id: str,
+    stream_upstream: bool = False,
+) -> GuardedCompletion:
+    """Call the upstream, guard every choice's text, and rewrite the body per the policy."""
+    policy = loaded.policy
+    model = resolve_model(policy.upstream, req.model)
+    messages = [m.model_dump(exclude_none=True) for m in req.messages]
+    answer = await upstream.complete(
+        policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
+    )
+    body = answer.body
+    body["model"] = req.model
+    question = req.question()
+    context = req.context_messages()
+
+    reports: list[GuardReport] = []
+    started = time.perf_counter()
+    for choice in body.get("choices") or []:
+        text = _answer_text(choice)
+        if text is None:
+            continue
+        report = await guard.guard(text, question, context, policy)
+        reports.append(report)
+        choice["message"]["content"] = report.text
+        if report.blocked:
+            choice["finish_reason"] = "content_filter"
+            choice["message"].pop("tool_calls", None)
+        if len(body["choices"]) > 1:
+            choice["groundproxy"] = report_body(report, loaded.policy_id)
+    guard_ms = (time.perf_counter() - started) * 1000.0
+    if reports:
+        report = reports[0]
+    else:
+        from guards.pipeline import unverified_report
+
+        report = unverified_report("", policy, "no text to verify")
+        report.action = "none"
+        report.unverified = False
+        report.trust = 1.0
+    report.latency_ms = guard_ms
+    step_id = new_step_id()
+    body["groundproxy"] = report_body(report, loaded.policy_id)
+    headers = report_headers(report, loaded.policy_id, step_id, request_id)
+    log.info(
+        "guarded",
+        action=report.action,
+        trust=round(report.trust, 3),
+        claims=len(report.claims),
+        guard_ms=round(guard_ms, 1),
+        upstream_ms=round(answer.seconds * 1000.0, 1),
+    )
+    return GuardedCompletion(body, headers, report, answer.seconds * 1000.0)

@@ -1,0 +1,127 @@
+"""``groundproxy`` — one entry point: serve, ingest, delete, check, eval, demo, hash-key."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from guards.errors import GroundproxyError
+
+
+def _env_path(var: str, default: str) -> Path:
+    return Path(os.environ.get(var) or default)
+
+
+def _add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=_env_path("GROUNDPROXY_DATA", "data"),
+        help="index folder (default $GROUNDPROXY_DATA, then ./data)",
+    )
+
+
+def _add_policies(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--policies",
+        type=Path,
+        default=_env_path("GROUNDPROXY_POLICIES", "policies"),
+        help="policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="groundproxy", description="OpenAI-compatible guardrail proxy"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the proxy")
+    p.add_argument("--host", default=os.environ.get("GROUNDPROXY_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("GROUNDPROXY_PORT", "8080")))
+    _add_policies(p)
+    _add_data(p)
+    p.add_argument("--log-level", default="info")
+
+    p = sub.add_parser("ingest", help="add or replace documents in a tenant's index")
+    _add_data(p)
+    p.add_argument("--tenant", required=True)
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--no-progress", action="store_true")
+
+    p = sub.add_parser("delete", help="delete documents from a tenant's index")
+    _add_data(p)
+    p.add_argument("--tenant", required=True)
+    p.add_argument("doc_ids", nargs="+")
+
+    p = sub.add_parser("check", help="guard one answer without an upstream; prints JSON")
+    _add_data(p)
+    _add_policies(p)
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--answer", required=True)
+    p.add_argument("--question", default=None)
+    p.add_argument("--context-file", type=Path, default=None)
+
+    p = sub.add_parser("eval", help="measure a verifier on a labelled JSONL file")
+    p.add_argument("file", type=Path)
+    p.add_argument("--verifier", default="default")
+    p.add_argument("--mode", choices=["context", "index"], default="context")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print the metrics object last")
+
+    p = sub.add_parser("demo", help="sample tenant + documents + scripted upstream, end to end")
+    p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
+
+    p = sub.add_parser("hash-key", help="print the sha256 hash of an API key for a policy file")
+    p.add_argument("key")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        from proxy.serve import serve
+
+        return serve(args.host, args.port, args.policies, args.data, args.log_level)
+    if args.command == "ingest":
+        from proxy.commands import ingest
+
+        return ingest(args.data, args.tenant, args.paths, progress=not args.no_progress)
+    if args.command == "delete":
+        from proxy.commands import delete
+
+        return delete(args.data, args.tenant, args.doc_ids)
+    if args.command == "check":
+        from proxy.commands import check
+
+        return check(
+            args.data, args.policies, args.tenant, args.answer, args.question, args.context_file
+        )
+    if args.command == "eval":
+        from proxy.evaluate import run_eval_command
+
+        return run_eval_command(args.file, args.verifier, args.mode, args.limit, args.json)
+    if args.command == "demo":
+        from proxy.demo import run_demo
+
+        return run_demo(args.port)
+    if args.command == "hash-key":
+        from policies.keys import hash_key
+
+        print(hash_key(args.key))
+        return 0
+    raise AssertionError(args.command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        code = _run(args)
+    except GroundproxyError as exc:
+        print(f"groundproxy {args.command}: error: {exc.message}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

@@ -1,0 +1,66 @@
+"""``groundproxy ingest``, ``delete`` and ``check``: the index and the guard without a server."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from guards.pipeline import run_guard
+from guards.report import report_body
+from retrieval.ingest import delete_documents, ingest_paths
+from retrieval.tenant_index import TenantIndex
+
+from guards.errors import BadRequestError, NotFoundError
+from models.registry import VerifierRegistry
+from policies.loader import PolicyStore
+from retrieval.embedder import load_embedder
+
+
+def ingest(data: Path, tenant: str, paths: list[Path], progress: bool = True) -> int:
+    result = ingest_paths(data, tenant, paths, load_embedder(), progress=progress)
+    print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
+    return 0
+
+
+def delete(data: Path, tenant: str, doc_ids: list[str]) -> int:
+    result = delete_documents(data, tenant, doc_ids)
+    print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
+    return 0 if not result.missing else 1
+
+
+def check(
+    data: Path,
+    policies: Path,
+    tenant: str,
+    answer: str,
+    question: str | None,
+    context_file: Path | None,
+) -> int:
+    store = PolicyStore(policies)
+    for err in store.load():
+        print(f"warning: {err}", file=sys.stderr)
+    loaded = store.get(tenant)
+    if loaded is None:
+        raise NotFoundError(f"no policy for tenant '{tenant}' in {policies}")
+    policy = loaded.policy
+    context: list[tuple[str, str]] = []
+    if context_file is not None:
+        try:
+            context.append(("user", context_file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
+    embedder = load_embedder()
+    index = TenantIndex.open(data, policy.index_name)
+    report = run_guard(
+        answer,
+        question=question,
+        context_messages=context,
+        policy=policy,
+        verifier=VerifierRegistry().get(policy.verifier.model),
+        embedder=embedder,
+        index=index if index.count > 0 else None,
+    )
+    print(json.dumps(report_body(report, loaded.policy_id), indent=2, ensure_ascii=False))
+    return 0

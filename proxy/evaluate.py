@@ -1,0 +1,185 @@
+"""``groundproxy eval``: a verifier's answer-level metrics on a labelled JSONL file.
+
+Rows as in ``../shared/data/README.md`` (context, query, response, label_hallucinated).
+An answer is predicted hallucinated when any of its claims is not ``supported``; the
+ROC-AUC uses 1 − trust as the hallucination score. The lexical baseline (seeds 001/004)
+is always measured beside the chosen verifier, in the same run.
+
+Modes: ``context`` — the row's context is the only evidence; ``index`` — every context of
+the file is ingested into one temporary tenant index and each response is checked
+against what retrieval finds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from guards.pipeline import run_guard
+
+from guards.errors import BadRequestError
+from guards.types import Embedder, EvidenceSource, Verifier
+from models.registry import VerifierRegistry
+from policies.schema import Policy
+
+_DUMMY_KEY = "sha256:" + "0" * 64
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    context: str
+    query: str | None
+    response: str
+    label: int
+
+
+def read_rows(path: Path, limit: int | None = None) -> list[Row]:
+    rows: list[Row] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequestError(f"cannot read {path}: {exc}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            rows.append(
+                Row(
+                    str(d.get("id", n)),
+                    d["context"] or "",
+                    d.get("query"),
+                    d["response"] or "",
+                    int(d["label_hallucinated"]),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise BadRequestError(f"{path}:{n}: not a labelled row ({exc})") from exc
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise BadRequestError(f"{path}: no rows")
+    return rows
+
+
+def eval_policy(verifier: str, mode: str) -> Policy:
+    return Policy.model_validate(
+        {
+            "tenant": "eval",
+            "keys": [_DUMMY_KEY],
+            "upstream": {"model": "none"},
+            "retrieval": {"use_request_context": mode == "context"},
+            "verifier": {"model": verifier},
+        }
+    )
+
+
+def metrics(labels: Sequence[int], preds: Sequence[int], scores: Sequence[float]) -> dict[str, Any]:
+    from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score
+
+    auc = float(roc_auc_score(labels, scores)) if len(set(labels)) > 1 else math.nan
+    return {
+        "n": len(labels),
+        "balanced_accuracy": round(float(balanced_accuracy_score(labels, preds)), 4),
+        "f1_hallucinated": round(float(f1_score(labels, preds, pos_label=1, zero_division=0)), 4),
+        "roc_auc": round(auc, 4),
+    }
+
+
+def score_rows(
+    rows: Sequence[Row],
+    policy: Policy,
+    verifier: Verifier,
+    embedder: Embedder,
+    index: EvidenceSource | None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    labels, preds, scores = [], [], []
+    started = time.perf_counter()
+    for i, row in enumerate(rows):
+        context = [("context", row.context)] if index is None else []
+        report = run_guard(
+            row.response,
+            question=row.query,
+            context_messages=context,
+            policy=policy,
+            verifier=verifier,
+            embedder=embedder,
+            index=index,
+        )
+        hallucinated = any(c.verdict != "supported" for c in report.claims) or not report.claims
+        labels.append(row.label)
+        preds.append(int(hallucinated))
+        scores.append(1.0 - report.trust)
+        if progress is not None:
+            progress(i)
+    elapsed = time.perf_counter() - started
+    out = metrics(labels, preds, scores)
+    out["ms_per_example"] = round(1000.0 * elapsed / len(rows), 2)
+    out["verifier"] = verifier.name
+    return out
+
+
+def _build_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> EvidenceSource:
+    from retrieval.ingest import ingest_texts
+    from retrieval.tenant_index import TenantIndex
+
+    seen: dict[str, str] = {}
+    for row in rows:
+        seen.setdefault(row.context, row.id)
+    docs = [(doc_id, ctx) for ctx, doc_id in seen.items() if ctx.strip()]
+    ingest_texts(tmp, "eval", docs, embedder)
+    return TenantIndex.open(tmp, "eval")
+
+
+def evaluate(
+    path: Path,
+    verifier_name: str,
+    mode: str,
+    limit: int | None,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> dict[str, Any]:
+    from retrieval.embedder import load_embedder
+
+    rows = read_rows(path, limit)
+    embedder = load_embedder()
+    registry = VerifierRegistry()
+    verifier = registry.get(verifier_name)
+    baseline = registry.get("lexical")
+    with tempfile.TemporaryDirectory(prefix="gp-eval-") as tmp:
+        index = None
+        if mode == "index":
+            log(f"ingesting {len(rows)} contexts into a temporary index …")
+            index = _build_index(rows, embedder, Path(tmp))
+        log(f"scoring {len(rows)} rows with '{verifier.name}' ({mode} mode) …")
+        result = score_rows(rows, eval_policy(verifier_name, mode), verifier, embedder, index)
+        if baseline is verifier:
+            base = dict(result)
+        else:
+            log("scoring the lexical baseline …")
+            base = score_rows(rows, eval_policy("lexical", mode), baseline, embedder, index)
+    result.update(file=str(path), mode=mode, baseline=base)
+    return result
+
+
+def run_eval_command(path: Path, verifier: str, mode: str, limit: int | None, as_json: bool) -> int:
+    result = evaluate(path, verifier, mode, limit)
+    base = result["baseline"]
+    print(f"{path.name} — {result['n']} rows, {mode} mode")
+    print(f"{'verifier':<14}{'bal.acc':>9}{'F1(hal)':>9}{'ROC-AUC':>9}{'ms/ex':>9}")
+    for r in (result, base):
+        print(
+            f"{r['verifier']:<14}{r['balanced_accuracy']:>9.3f}{r['f1_hallucinated']:>9.3f}"
+            f"{r['roc_auc']:>9.3f}{r['ms_per_example']:>9.1f}"
+        )
+    if as_json:
+        print(json.dumps(result))
+    return 0

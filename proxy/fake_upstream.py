@@ -1,0 +1,177 @@
+"""A scripted OpenAI-compatible upstream, run as a real HTTP server process.
+
+Used by ``groundproxy demo`` (when no ``OPENAI_API_KEY`` is set), by the end-to-end
+tests and by the benchmarks. Answers come from a JSON script: a list of
+``{"match": "substring of the last user message", "answer": "..."}``; the first match wins,
+else the default answer. Model names switch on failure modes for tests:
+
+- ``fail-500`` → HTTP 500 with an OpenAI error body
+- ``fail-400`` → HTTP 400
+- ``slow-<seconds>`` → sleeps before answering
+- ``bad-json`` → a 200 whose body is not JSON
+- ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
+
+``GET /_last`` returns the last request body it received (for pass-through tests).
+
+Run: ``python -m proxy.fake_upstream --port 8099 [--script FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+DEFAULT_ANSWER = "I do not know."
+
+
+def _pick_answer(script: list[dict[str, str]], body: dict[str, Any], default: str) -> str:
+    last_user = ""
+    for m in body.get("messages", []):
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            last_user = m["content"]
+    for rule in script:
+        if rule.get("match", "").lower() in last_user.lower():
+            return rule["answer"]
+    return default
+
+
+def _completion(answer: str, model: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 10,
+            "completion_tokens": len(answer.split()),
+            "total_tokens": 10 + len(answer.split()),
+        },
+    }
+
+
+def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
+    data = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(data)}\n\n".encode()
+
+
+async def _stream(answer: str, model: str, cut: bool) -> AsyncIterator[bytes]:
+    cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+    yield _chunk(cid, model, {"role": "assistant", "content": ""}, None)
+    words = answer.split(" ")
+    for i, w in enumerate(words):
+        if cut and i >= len(words) // 2:
+            return
+        yield _chunk(cid, model, {"content": w if i == 0 else " " + w}, None)
+    yield _chunk(cid, model, {}, "stop")
+    yield b"data: [DONE]\n\n"
+
+
+def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> Starlette:
+    state: dict[str, Any] = {"last": None}
+
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        state["last"] = body
+        model = str(body.get("model", ""))
+        if model == "fail-500":
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": "upstream exploded",
+                        "type": "server_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+                status_code=500,
+            )
+        if model == "fail-400":
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": "bad temperature",
+                        "type": "invalid_request_error",
+                        "param": "temperature",
+                        "code": None,
+                    }
+                },
+                status_code=400,
+            )
+        if model.startswith("slow-"):
+            await asyncio.sleep(float(model.removeprefix("slow-")))
+        if model == "bad-json":
+            return Response(b"{this is not json", media_type="application/json")
+        answer = _pick_answer(script, body, default)
+        if body.get("stream"):
+            return StreamingResponse(
+                _stream(answer, model, cut=model == "cut-stream"),
+                media_type="text/event-stream",
+            )
+        return JSONResponse(_completion(answer, model))
+
+    async def models(_: Request) -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": "demo-model", "object": "model", "created": 0, "owned_by": "fake"}],
+            }
+        )
+
+    async def last(_: Request) -> Response:
+        return JSONResponse(state["last"])
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models),
+            Route("/_last", last),
+        ]
+    )
+
+
+def load_script(path: Path | None) -> tuple[list[dict[str, str]], str]:
+    if path is None:
+        return [], DEFAULT_ANSWER
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return list(data.get("rules", [])), str(data.get("default", DEFAULT_ANSWER))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    p = argparse.ArgumentParser(description="scripted OpenAI-compatible upstream")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8099)
+    p.add_argument("--script", type=Path, default=None)
+    args = p.parse_args(argv)
+    rules, default = load_script(args.script)
+    uvicorn.run(build_app(rules, default), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

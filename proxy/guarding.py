@@ -1,0 +1,107 @@
+"""Runs the guard for one answer: off the event loop, inside the policy's latency budget.
+
+Failures follow the policy: ``on_guard_error: annotate`` returns the answer marked
+unverified (fail-open, visibly); ``block`` refuses. Past ``latency_budget_ms`` the answer is
+returned marked unverified — never a hang.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import structlog
+from guards.pipeline import run_guard, unverified_report
+from retrieval.tenant_index import IndexManager
+
+from guards.errors import GroundproxyError, GuardTimeoutError
+from guards.types import Embedder, EvidenceSource, GuardReport
+from models.registry import VerifierRegistry
+from policies.schema import Policy
+
+log = structlog.get_logger(__name__)
+
+
+class GuardService:
+    """Process-wide guard resources: embedder, verifiers, tenant indexes."""
+
+    def __init__(self, data_dir: Path, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.verifiers = VerifierRegistry()
+        self.indexes = IndexManager(data_dir, embedder)
+
+    def warm_up(self, verifier_names: Sequence[str]) -> list[str]:
+        """Load the policies' verifiers up front; a bad name is reported, not fatal (the
+        tenants using it get their policy's ``on_guard_error`` behaviour)."""
+        errors: list[str] = []
+        for name in verifier_names:
+            try:
+                self.verifiers.get(name)
+            except GroundproxyError as exc:
+                errors.append(exc.message)
+                log.error("verifier_not_loaded", verifier=name, error=exc.message)
+        self.embedder.encode(["warm up"])
+        return errors
+
+    def _index_for(self, policy: Policy) -> EvidenceSource | None:
+        index = self.indexes.get(policy.index_name)
+        return index if index.count > 0 else None
+
+    def guard_sync(
+        self,
+        answer: str,
+        question: str | None,
+        context: Sequence[tuple[str, str]],
+        policy: Policy,
+    ) -> GuardReport:
+        verifier = self.verifiers.get(policy.verifier.model)
+        return run_guard(
+            answer,
+            question=question,
+            context_messages=context,
+            policy=policy,
+            verifier=verifier,
+            embedder=self.embedder,
+            index=self._index_for(policy),
+        )
+
+    async def guard(
+        self,
+        answer: str,
+        question: str | None,
+        context: Sequence[tuple[str, str]],
+        policy: Policy,
+    ) -> GuardReport:
+        """Guard in a worker thread; budget and errors handled per the policy."""
+        if not policy.guard:
+            return unverified_report(answer, policy, "guard disabled by policy")
+        budget_s = policy.latency_budget_ms / 1000.0
+        call = functools.partial(self.guard_sync, answer, question, list(context), policy)
+        try:
+            with anyio.fail_after(budget_s):
+                return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        except TimeoutError:
+            log.warning("guard_budget_exceeded", budget_ms=policy.latency_budget_ms)
+            exc: Exception = GuardTimeoutError(
+                f"guard exceeded the latency budget of {policy.latency_budget_ms} ms"
+            )
+        except Exception as err:
+            log.warning(
+                "guard_failed",
+                error_type=type(err).__name__,
+                error=err.message if isinstance(err, GroundproxyError) else str(err)[:200],
+            )
+            exc = err
+        return self._on_error(answer, policy, exc)
+
+    @staticmethod
+    def _on_error(answer: str, policy: Policy, exc: Exception) -> GuardReport:
+        reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
+        report = unverified_report(answer, policy, reason)
+        if policy.on_guard_error == "block" and not isinstance(exc, GuardTimeoutError):
+            report.text = policy.actions.refusal
+            report.action = "block"
+            report.blocked = True
+        return report

@@ -1,0 +1,103 @@
+"""OpenAI chat-completion request models (``extra="allow"``: unknown fields pass through)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from guards.errors import BadRequestError, BodyTooLargeError
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """The message's text: a string, or the ``text`` parts of a content list."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        parts = [p.get("text", "") for p in self.content if p.get("type") == "text"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+
+    def passthrough(self) -> dict[str, Any]:
+        """Every field except model/messages/stream, exactly as the client sent it."""
+        return dict(self.model_extra or {})
+
+    def question(self) -> str | None:
+        for m in reversed(self.messages):
+            if m.role == "user":
+                return m.text() or None
+        return None
+
+    def context_messages(self) -> list[tuple[str, str]]:
+        """The request's own evidence: system, user, tool (and developer) message texts."""
+        roles = {"system", "developer", "user", "tool", "function"}
+        return [(m.role, m.text()) for m in self.messages if m.role in roles and m.text()]
+
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+def _depth(obj: Any, limit: int) -> int:
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    deepest = 0
+    while stack:
+        cur, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > limit:
+            return deepest
+        if isinstance(cur, dict):
+            stack.extend((v, d + 1) for v in cur.values())
+        elif isinstance(cur, list):
+            stack.extend((v, d + 1) for v in cur)
+    return deepest
+
+
+def parse_json_body(raw: bytes, *, max_bytes: int, max_depth: int) -> dict[str, Any]:
+    """Size, encoding, JSON and nesting checks, each with its own clear error."""
+    if len(raw) > max_bytes:
+        raise BodyTooLargeError(f"request body is {len(raw)} bytes; the limit is {max_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequestError(f"request body is not valid UTF-8 ({exc.reason})") from exc
+    try:
+        data = json.loads(text)
+    except RecursionError as exc:
+        raise BadRequestError(f"request JSON nests deeper than {max_depth} levels") from exc
+    except json.JSONDecodeError as exc:
+        raise BadRequestError(
+            f"request body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise BadRequestError("request body must be a JSON object")
+    if _depth(data, max_depth) > max_depth:
+        raise BadRequestError(f"request JSON nests deeper than {max_depth} levels")
+    return data
+
+
+def parse_chat_request(data: dict[str, Any]) -> ChatCompletionRequest:
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = ".".join(str(p) for p in err["loc"]) or None
+        if err["type"] == "missing":
+            msg = f"'{param}' is a required property"
+        else:
+            msg = f"'{param}': {err['msg']}"
+        raise BadRequestError(msg, param=param) from exc

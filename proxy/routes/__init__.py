@@ -1,0 +1,1 @@
+"""HTTP routes: parse, call one function, respond."""

@@ -1,0 +1,45 @@
+"""``GET /healthz``, ``GET /readyz`` and ``GET /v1/models``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from proxy.auth import tenant_for
+from proxy.state import app_state
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    state = app_state(request)
+    body: dict[str, Any] = {
+        "ready": state.ready,
+        "tenants": state.policies.tenants(),
+        "errors": state.load_errors,
+    }
+    return JSONResponse(body, status_code=200 if state.ready else 503)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    state = app_state(request)
+    loaded = tenant_for(request, state.policies)
+    upstream = loaded.policy.upstream
+    names = sorted(upstream.models) or [upstream.model]
+    now = int(time.time())
+    return {
+        "object": "list",
+        "data": [
+            {"id": n, "object": "model", "created": now, "owned_by": "groundproxy"} for n in names
+        ],
+    }

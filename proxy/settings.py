@@ -1,0 +1,26 @@
+"""Process-wide settings, from flags, then ``GROUNDPROXY_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Server settings. Tenant behaviour lives in the policy files, not here."""
+
+    model_config = SettingsConfigDict(env_prefix="GROUNDPROXY_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    policies: Path = Path("policies")
+    data: Path = Path("data")
+    max_body_bytes: int = 1_048_576
+    max_json_depth: int = 64
+    embedder: str = "minilm"
+    watch_policies: bool = True
+    policy_poll_s: float = 1.0
+    log_level: str = "info"
+    log_bodies: bool = False
+    metrics_public: bool = False

@@ -1,0 +1,40 @@
+"""What the lifespan loads and the routes use, hung on ``app.state.gp``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+
+from guards.errors import ServiceUnavailableError
+from policies.loader import PolicyStore
+from proxy.guarding import GuardService
+from proxy.settings import Settings
+from proxy.upstream import UpstreamClient
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    policies: PolicyStore
+    upstream: UpstreamClient | None = None
+    guard: GuardService | None = None
+    ready: bool = False
+    load_errors: list[str] = field(default_factory=list)
+
+    def require(self) -> tuple[UpstreamClient, GuardService]:
+        if not self.ready or self.upstream is None or self.guard is None:
+            raise ServiceUnavailableError(
+                "groundproxy is still loading models and indexes; retry shortly"
+            )
+        return self.upstream, self.guard
+
+
+def app_state(request: Request) -> AppState:
+    state: AppState = request.app.state.gp
+    return state
+
+
+def request_id(request: Request) -> str:
+    rid = request.scope.get("state", {}).get("request_id")
+    return str(rid) if rid else ""

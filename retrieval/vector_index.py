@@ -1,0 +1,187 @@
+"""Approximate nearest-neighbour index behind a small protocol (hnswlib implements it).
+
+Similarities are cosine similarities (``1 - cosine distance``). ``query`` returns two
+(n, k') arrays, best first, where k' = min(k, live count); a row that found fewer
+neighbours is padded with label -1 and similarity -inf.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from guards.errors import IndexStoreError
+
+Labels = npt.NDArray[np.int64]
+Scores = npt.NDArray[np.float32]
+
+
+class VectorIndex(Protocol):
+    """What the tenant index needs from a vector store (hnswlib here; Qdrant could be next)."""
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def count(self) -> int:
+        """Live (not deleted) vectors."""
+        ...
+
+    @property
+    def deleted_count(self) -> int: ...
+
+    def add(self, labels: Sequence[int], vectors: npt.NDArray[np.float32]) -> None: ...
+
+    def mark_deleted(self, label: int) -> None: ...
+
+    def query(self, vectors: npt.NDArray[np.float32], k: int) -> tuple[Labels, Scores]: ...
+
+    def save(self, path: Path) -> None: ...
+
+
+class HnswVectorIndex:
+    """hnswlib HNSW graph, space "cosine", slots of deleted vectors reused by later adds."""
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        max_elements: int = 1024,
+        m: int = 16,
+        ef_construction: int = 200,
+        _index: Any = None,
+        _deleted: int = 0,
+    ) -> None:
+        import hnswlib
+
+        self._dim = dim
+        self._lock = threading.Lock()
+        self._deleted = _deleted
+        if _index is None:
+            _index = hnswlib.Index(space="cosine", dim=dim)
+            _index.init_index(
+                max_elements=max(1, max_elements),
+                M=m,
+                ef_construction=ef_construction,
+                allow_replace_deleted=True,
+            )
+        self._index = _index
+
+    @classmethod
+    def load(cls, path: Path, dim: int, *, deleted: int = 0) -> HnswVectorIndex:
+        """Load an index saved by ``save``; ``deleted`` is how many vectors it holds deleted."""
+        import hnswlib
+
+        index = hnswlib.Index(space="cosine", dim=dim)
+        try:
+            index.load_index(str(path), max_elements=0, allow_replace_deleted=True)
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise IndexStoreError(f"cannot load vector index {path}: {exc}") from exc
+        if int(index.dim) != dim:
+            raise IndexStoreError(f"vector index {path} has dim {index.dim}, expected {dim}")
+        if not 0 <= deleted <= index.get_current_count():
+            raise IndexStoreError(f"vector index {path}: deleted count {deleted} is impossible")
+        return cls(dim, _index=index, _deleted=deleted)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def count(self) -> int:
+        return int(self._index.get_current_count()) - self._deleted
+
+    @property
+    def deleted_count(self) -> int:
+        return self._deleted
+
+    @property
+    def capacity(self) -> int:
+        return int(self._index.get_max_elements())
+
+    def add(self, labels: Sequence[int], vectors: npt.NDArray[np.float32]) -> None:
+        """Add vectors under new integer labels (growing the capacity as needed)."""
+        data = np.ascontiguousarray(vectors, dtype=np.float32)
+        ids = np.asarray(labels, dtype=np.int64)
+        if data.ndim != 2 or data.shape[1] != self._dim or data.shape[0] != ids.shape[0]:
+            raise IndexStoreError(
+                f"cannot add vectors of shape {data.shape} under {ids.shape[0]} labels "
+                f"to a {self._dim}-d index"
+            )
+        n = int(ids.shape[0])
+        if n == 0:
+            return
+        with self._lock:
+            reused = min(n, self._deleted)
+            needed = int(self._index.get_current_count()) + n - reused
+            capacity = self.capacity
+            if needed > capacity:
+                self._index.resize_index(max(needed, capacity * 2))
+            try:
+                self._index.add_items(data, ids, num_threads=1, replace_deleted=True)
+            except RuntimeError as exc:
+                raise IndexStoreError(f"cannot add to the vector index: {exc}") from exc
+            self._deleted -= reused
+
+    def mark_deleted(self, label: int) -> None:
+        """Hide ``label`` from queries; its slot is reused by a later add."""
+        with self._lock:
+            try:
+                self._index.mark_deleted(int(label))
+            except RuntimeError as exc:
+                raise IndexStoreError(f"cannot delete label {label}: {exc}") from exc
+            self._deleted += 1
+
+    def query(self, vectors: npt.NDArray[np.float32], k: int) -> tuple[Labels, Scores]:
+        """Top-k labels and cosine similarities for each row of ``vectors``, best first."""
+        data = np.ascontiguousarray(vectors, dtype=np.float32)
+        if data.ndim == 1:
+            data = data.reshape(1, -1)
+        n = int(data.shape[0])
+        if data.ndim != 2 or (n and data.shape[1] != self._dim):
+            raise IndexStoreError(f"query vectors of shape {data.shape} for a {self._dim}-d index")
+        with self._lock:
+            k_eff = min(int(k), self.count)
+            if n == 0 or k_eff <= 0:
+                return np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0), dtype=np.float32)
+            self._index.set_ef(max(64, k_eff))
+            try:
+                labels, dists = self._index.knn_query(data, k=k_eff, num_threads=1)
+            except RuntimeError:  # too few reachable live vectors: go row by row
+                return self._query_rows(data, k_eff)
+        return _as_result(labels, dists)
+
+    def _query_rows(self, data: npt.NDArray[np.float32], k: int) -> tuple[Labels, Scores]:
+        out_labels = np.full((data.shape[0], k), -1, dtype=np.int64)
+        out_scores = np.full((data.shape[0], k), -np.inf, dtype=np.float32)
+        for row in range(data.shape[0]):
+            want = k
+            while want > 0:
+                try:
+                    labels, dists = self._index.knn_query(data[row : row + 1], k=want, num_threads=1)
+                except RuntimeError:
+                    want //= 2
+                    continue
+                got_labels, got_scores = _as_result(labels, dists)
+                out_labels[row, :want] = got_labels[0]
+                out_scores[row, :want] = got_scores[0]
+                break
+        return out_labels, out_scores
+
+    def save(self, path: Path) -> None:
+        """Write the whole index (graph, vectors, deletion marks) to ``path``."""
+        with self._lock:
+            try:
+                self._index.save_index(str(path))
+            except (RuntimeError, OSError) as exc:
+                raise IndexStoreError(f"cannot save vector index {path}: {exc}") from exc
+
+
+def _as_result(labels: Any, dists: Any) -> tuple[Labels, Scores]:
+    sims = np.clip(1.0 - np.asarray(dists, dtype=np.float32), -1.0, 1.0).astype(np.float32)
+    return np.asarray(labels, dtype=np.int64), sims

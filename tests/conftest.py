@@ -1,0 +1,142 @@
+"""Shared fixtures: real embedder, a real on-disk index of the sample documents, a real
+fake-upstream server process, and test tenants' policy files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from policies.keys import hash_key
+from proxy.processes import free_port, start_fake_upstream, stop_process
+
+SAMPLES = Path(__file__).resolve().parent.parent / "proxy" / "samples"
+SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+KEYS = {
+    "acme": "sk-acme-test-key",
+    "globex": "sk-globex-test-key",
+    "strict": "sk-strict-test-key",
+    "hasty": "sk-hasty-test-key",
+    "fragile": "sk-fragile-test-key",
+    "loose": "sk-loose-test-key",
+    "blocky": "sk-blocky-test-key",
+}
+ADMIN_KEYS = {"acme": "sk-acme-admin-key", "globex": "sk-globex-admin-key"}
+
+UPSTREAM_SCRIPT: dict[str, Any] = {
+    "default": "I do not know.",
+    "rules": [
+        {
+            "match": "warranty",
+            "answer": "The Acme vacuum robot has a limited warranty of 24 months from the date of "
+            "purchase. Batteries are covered for 6 months.",
+        },
+        {
+            "match": "refund",
+            "answer": "You can return an unused robot within 30 days of delivery "
+            "for a full refund.",
+        },
+        {"match": "context question", "answer": "The meeting is on Tuesday at 10:00 in room 4."},
+    ],
+}
+
+
+def _policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]:
+    base = f"http://127.0.0.1:{upstream_port}/v1"
+    models = {
+        name: f"openai/{name}"
+        for name in ("gpt-4o-mini", "fail-500", "fail-400", "bad-json", "cut-stream", "slow-3")
+    }
+    policy: dict[str, Any] = {
+        "tenant": tenant,
+        "keys": [hash_key(KEYS[tenant])],
+        "admin_keys": [hash_key(ADMIN_KEYS[tenant])] if tenant in ADMIN_KEYS else [],
+        "upstream": {
+            "model": "openai/gpt-4o-mini",
+            "models": models,
+            "api_base": base,
+            "api_key_env": "TEST_UPSTREAM_KEY",
+            "timeout_s": 10,
+        },
+        "latency_budget_ms": 20000,
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(policy.get(key), dict):
+            policy[key] = {**policy[key], **value}
+        else:
+            policy[key] = value
+    return policy
+
+
+@pytest.fixture(scope="session")
+def upstream_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    port = free_port()
+    script = tmp_path_factory.mktemp("upstream") / "script.json"
+    import json
+
+    script.write_text(json.dumps(UPSTREAM_SCRIPT), encoding="utf-8")
+    proc: subprocess.Popen[bytes] = start_fake_upstream(port, script)
+    try:
+        yield port
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def policies_dir(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Path:
+    d = tmp_path_factory.mktemp("policies")
+    specs = {
+        "acme": _policy("acme", upstream_port),
+        "globex": _policy("globex", upstream_port),
+        "strict": _policy(
+            "strict",
+            upstream_port,
+            upstream={"restrict_models": True, "models": {"gpt-4o-mini": "openai/gpt-4o-mini"}},
+        ),
+        "hasty": _policy("hasty", upstream_port, upstream={"timeout_s": 1}),
+        "fragile": _policy(
+            "fragile", upstream_port, on_guard_error="block", verifier={"model": "no-such-verifier"}
+        ),
+        "loose": _policy("loose", upstream_port, verifier={"model": "no-such-verifier"}),
+        "blocky": _policy(
+            "blocky", upstream_port, retrieval={"index": "acme"}, actions={"contradicted": "block"}
+        ),
+    }
+    for tenant, spec in specs.items():
+        (d / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    from retrieval.embedder import load_embedder
+
+    return load_embedder()
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
+    """A real on-disk index: acme holds the sample docs, globex a near-identical twin."""
+    from retrieval.ingest import ingest_paths, ingest_texts
+
+    d = tmp_path_factory.mktemp("data")
+    ingest_paths(
+        d,
+        "acme",
+        [SAMPLES / "handbook.md", SAMPLES / "products.md", SAMPLES / "privacy.html"],
+        embedder,
+        progress=False,
+    )
+    twin = (SAMPLES / "handbook.md").read_text(encoding="utf-8").replace("12 months", "36 months")
+    ingest_texts(d, "globex", [("globex-handbook.md", twin)], embedder)
+    return d
