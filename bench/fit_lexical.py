@@ -28,9 +28,9 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from guards.context import sentence_windows  # noqa: E402
-from guards.lexical import LexicalVerifier  # noqa: E402
-from guards.types import Pair  # noqa: E402
+from guards.context import sentence_windows
+from guards.lexical import LexicalVerifier
+from guards.types import Pair
 
 ALPHAS = [round(a, 2) for a in np.linspace(0.0, 1.0, 11)]
 
@@ -64,7 +64,9 @@ def row_sims(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data")
+    ap.add_argument(
+        "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data"
+    )
     ap.add_argument("--max-per-file", type=int, default=None)
     ap.add_argument("--mode", choices=["chunks", "pair"], default="chunks")
     args = ap.parse_args()

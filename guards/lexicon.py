@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+
+def _words(text: str) -> list[str]:
+    """Whitespace-separated words of a literal (keeps the long lists readable)."""
+    return text.split()
+
+
 AUXILIARIES = frozenset(
-    """am is are was were be been being has have had having do does did done will would
+    _words("""am is are was were be been being has have had having do does did done will would
     shall should can could may might must isn't aren't wasn't weren't hasn't haven't hadn't
     doesn't don't didn't won't wouldn't can't cannot couldn't shouldn't mustn't 's 're 've 'll 'd
-    """.split()
+    """)
 )
 
 # Base forms of common verbs; inflections are generated below.
-_BASE_VERBS = """
+_BASE_VERBS = _words("""
 accept add affect agree allow announce appear apply arrive ask attend become begin believe
 belong bring build buy call cancel carry cause change charge choose claim close come compete
 complete consider contain continue cost cover create cut deal decide define deliver depend
@@ -25,15 +31,15 @@ refer refund release remain remove renew replace report represent require rest r
 reveal rise rule run say score see seem sell send serve set share ship show sign sing sit
 speak spend stand star start state stay stop study succeed suggest support take teach tell
 tend think train transfer travel treat try turn use vary visit wait want warn win work write
-""".split()
+""")
 
-_IRREGULAR = """
+_IRREGULAR = _words("""
 ate became began bore born bought brought built came caught chose cost cut did drew drove fell
 felt fled flew forgot found gave got gone grew had held hid kept knew known laid lay led left
 lent lost made meant met paid put ran rose said sang sat saw seen sent set shot showed shown
 slept sold spent spoke stood stole struck swam taught thought threw told took understood
 went won wore wrote written
-""".split()
+""")
 
 
 def _inflect(base: str) -> set[str]:
@@ -56,14 +62,12 @@ def _inflect(base: str) -> set[str]:
     return forms
 
 
-VERB_FORMS = frozenset(
-    {form for base in _BASE_VERBS for form in _inflect(base)} | set(_IRREGULAR)
-)
+VERB_FORMS = frozenset({form for base in _BASE_VERBS for form in _inflect(base)} | set(_IRREGULAR))
 
 # Words ending in "-ed" that are rarely verbs.
-ED_NOT_VERBS = frozenset("bed need red seed speed shed hundred indeed breed feed greed".split())
+ED_NOT_VERBS = frozenset(_words("bed need red seed speed shed hundred indeed breed feed greed"))
 
-PRONOUN_SUBJECTS = frozenset("i you he she it we they this that these those there".split())
+PRONOUN_SUBJECTS = frozenset(_words("i you he she it we they this that these those there"))
 
 
 def is_verbish(word: str) -> bool:
@@ -96,7 +100,7 @@ MONTHS = {
 }
 
 WEEKDAYS = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday mon tue wed thu fri sat sun".split()
+    _words("monday tuesday wednesday thursday friday saturday sunday mon tue wed thu fri sat sun")
 )
 
 NUMBER_WORDS = {
@@ -119,10 +123,10 @@ CURRENCY_WORDS = {
 
 # Capitalized words that start sentences or headings without naming anything.
 COMMON_CAPITALIZED = frozenset(
-    """a an the this that these those it its he she they we you i our your their my his her
+    _words("""a an the this that these those it its he she they we you i our your their my his her
     in on at by for from with to of as if when while after before during since until and or
     but so yes no not however also although though because here there some many most all any
     each every both either neither one first second third finally overall note please today
     yesterday tomorrow additionally furthermore moreover therefore thus then now currently
-    according based generally typically usually sure certainly""".split()
+    according based generally typically usually sure certainly""")
 )

@@ -9,6 +9,7 @@ exact [start, end) into the answer, trimmed of surrounding whitespace.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -59,7 +60,7 @@ def _cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
         i += 1
     cuts.append(end)
     spans: list[tuple[int, int]] = []
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    for a, b in itertools.pairwise(cuts):
         s, e = trim_span(text, a + 1, b)
         if e > s:
             spans.append((s, e))
@@ -92,9 +93,9 @@ def prose_blocks(text: str) -> list[Block]:
     for n, (ls, le) in enumerate(lines):
         line = text[ls:le]
         if fence is not None:
-            if line.strip().startswith(fence[0] * 3) and line.strip().strip(fence[0]) == "":
-                if len(line.strip()) >= len(fence):
-                    fence = None
+            closing = line.strip()
+            if closing.startswith(fence[0] * 3) and not closing.strip(fence[0]):
+                fence = None if len(closing) >= len(fence) else fence
             prev_blank = False
             continue
         m = FENCE_RE.match(line)

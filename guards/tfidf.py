@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse  # type: ignore[import-untyped]  # no stubs installed
+from scipy import sparse  # no stubs installed
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 NGRAM_RANGE = (1, 2)

@@ -14,7 +14,9 @@ Verdict = Literal["supported", "contradicted", "unverifiable"]
 VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "unverifiable")
 ActionName = Literal["annotate", "flag", "rewrite", "block"]
 AnswerAction = Literal["none", "annotate", "flag", "rewrite", "block", "unverified"]
-ClaimAction = Literal["kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"]
+ClaimAction = Literal[
+    "kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"
+]
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ class ClaimResult:
     action: ClaimAction = "kept"
     correction: str | None = None
     explanation: str = ""
+    # P(supported) of the correction against the evidence it came from (used for the
+    # trust score of a rewritten answer, where a corrected claim counts as supported).
+    correction_support: float | None = None
 
 
 @dataclass

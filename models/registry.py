@@ -1,7 +1,10 @@
 """Verifier backends chosen by name from the policy (``verifier.model``).
 
-``lexical``  the TF-IDF baseline of seeds 001/004 (guards.lexical)
-``default``  the shipped default verifier; ``lexical`` until a trained model beats it
+``lexical``         the TF-IDF baseline of seeds 001/004 (guards.lexical)
+``embedhead``       a head on frozen all-MiniLM-L6-v2 embeddings, ONNX int8
+                    (models.embedhead_verifier; trained by models/train)
+``embedhead-fp32``  the same head, fp32 ONNX
+``default``         the shipped default verifier; ``lexical`` until a trained model beats it
 """
 
 from __future__ import annotations
@@ -19,8 +22,22 @@ def _lexical() -> Verifier:
     return LexicalVerifier()
 
 
+def _embedhead() -> Verifier:
+    from models.embedhead_verifier import EmbedHeadVerifier
+
+    return EmbedHeadVerifier("int8")
+
+
+def _embedhead_fp32() -> Verifier:
+    from models.embedhead_verifier import EmbedHeadVerifier
+
+    return EmbedHeadVerifier("fp32")
+
+
 _FACTORIES: dict[str, Callable[[], Verifier]] = {
     "lexical": _lexical,
+    "embedhead": _embedhead,
+    "embedhead-fp32": _embedhead_fp32,
 }
 _ALIASES: dict[str, str] = {"default": "lexical"}
 
@@ -35,6 +52,12 @@ class VerifierRegistry:
     def __init__(self) -> None:
         self._loaded: dict[str, Verifier] = {}
         self._lock = threading.Lock()
+
+    def loaded(self) -> list[str]:
+        """Names (as asked for, aliases resolved) of the verifiers loaded so far."""
+        with self._lock:
+            names = set(self._loaded)
+        return sorted(n for n in {*names, *_ALIASES} if _ALIASES.get(n, n) in names)
 
     def get(self, name: str) -> Verifier:
         key = _ALIASES.get(name, name)

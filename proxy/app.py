@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -49,6 +50,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.warning("policy_not_loaded", error=err)
     if state.settings.watch_policies:
         state.policies.start_watching(state.settings.policy_poll_s)
+        state.policies.install_sighup(asyncio.get_running_loop())
     try:
         await anyio.to_thread.run_sync(_load_resources, state)
     except GroundproxyError as exc:
@@ -61,6 +63,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         state.ready = False
         state.policies.stop_watching()
+        if state.settings.watch_policies:
+            state.policies.uninstall_sighup()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from guards.report import report_body, report_headers
 
+from guards.report import report_body, report_headers
 from guards.types import GuardReport
 from policies.loader import LoadedPolicy
 from proxy.guarding import GuardService
@@ -72,15 +72,8 @@ async def guarded_completion(
         if len(body["choices"]) > 1:
             choice["groundproxy"] = report_body(report, loaded.policy_id)
     guard_ms = (time.perf_counter() - started) * 1000.0
-    if reports:
-        report = reports[0]
-    else:
-        from guards.pipeline import unverified_report
-
-        report = unverified_report("", policy, "no text to verify")
-        report.action = "none"
-        report.unverified = False
-        report.trust = 1.0
+    # No text to verify (e.g. only tool calls): nothing was claimed, nothing is at risk.
+    report = reports[0] if reports else GuardReport("", "", [], trust=1.0, action="none")
     report.latency_ms = guard_ms
     step_id = new_step_id()
     body["groundproxy"] = report_body(report, loaded.policy_id)

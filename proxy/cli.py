@@ -117,6 +117,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command != "serve":
+        from proxy.logs import configure_logging
+
+        configure_logging("warning")  # to stderr: stdout carries the command's output
     try:
         code = _run(args)
     except GroundproxyError as exc:

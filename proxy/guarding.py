@@ -42,8 +42,26 @@ class GuardService:
             except GroundproxyError as exc:
                 errors.append(exc.message)
                 log.error("verifier_not_loaded", verifier=name, error=exc.message)
-        self.embedder.encode(["warm up"])
+        for name in verifier_names:
+            if name in self.verifiers.loaded():
+                self._warm_run(name)
         return errors
+
+    def _warm_run(self, verifier_name: str) -> None:
+        """One full guard on a tiny sample: first requests pay no lazy-import cost."""
+        policy = Policy.model_validate({
+            "tenant": "warmup", "keys": ["sha256:" + "0" * 64], "upstream": {"model": "none"},
+            "verifier": {"model": verifier_name},
+        })
+        run_guard(
+            "The warranty lasts 12 months. It covers 3 parts made by Acme in Paris.",
+            question="How long is the warranty?",
+            context_messages=[("system", "The warranty lasts 12 months from purchase.")],
+            policy=policy,
+            verifier=self.verifiers.get(verifier_name),
+            embedder=self.embedder,
+            index=None,
+        )
 
     def _index_for(self, policy: Policy) -> EvidenceSource | None:
         index = self.indexes.get(policy.index_name)

@@ -189,7 +189,8 @@ class ChunkStore:
         for i in range(0, len(wanted), _MAX_VARS):
             part = wanted[i : i + _MAX_VARS]
             marks = ",".join("?" * len(part))
-            for row in self._all(f"SELECT {_CHUNK_COLS} FROM chunks WHERE label IN ({marks})", part):
+            sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE label IN ({marks})"
+            for row in self._all(sql, part):
                 record = _chunk(row)
                 out[record.label] = record
         return out

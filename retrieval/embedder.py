@@ -58,7 +58,8 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._lock = threading.Lock()
         self._model = _load_sentence_transformer(path or model_path(), device)
-        got = self._model.get_sentence_embedding_dimension()
+        get_dim = getattr(self._model, "get_embedding_dimension", None)
+        got = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
         if got != dim:
             raise ModelLoadError(f"embedder {name}: the model gives {got}-d vectors, not {dim}")
 

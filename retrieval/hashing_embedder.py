@@ -7,6 +7,7 @@ where loading torch would cost seconds. Deterministic across processes.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -33,7 +34,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = _WORD_RE.findall(text.lower())
-            tokens = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+            tokens = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
             for token in tokens:
                 bucket, sign = self._bucket(token)
                 out[row, bucket] += sign

@@ -163,7 +163,9 @@ class HnswVectorIndex:
             want = k
             while want > 0:
                 try:
-                    labels, dists = self._index.knn_query(data[row : row + 1], k=want, num_threads=1)
+                    labels, dists = self._index.knn_query(
+                        data[row : row + 1], k=want, num_threads=1
+                    )
                 except RuntimeError:
                     want //= 2
                     continue

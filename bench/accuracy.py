@@ -1,0 +1,192 @@
+"""Accuracy bench: verifiers × eval files, context mode, one table.
+
+    nice -n 10 .venv/bin/python bench/accuracy.py [--data ../shared/data] [--limit N]
+        [--claims meta|whole|min_sentence] [--out /tmp/accuracy.json]
+
+For every file in ``<data>/eval`` each row's response is scored against the row's own
+context (closed domain) and P(supported) is the row's score:
+
+* ``embedhead`` (int8) and ``embedhead-fp32``: pairs (response, context) — the verifier
+  picks the best context sentences itself (models.features); with ``--claims
+  min_sentence`` the response is cut into sentences and the row gets the minimum
+  P(supported) over them. ``meta`` (default) uses what training chose on held-out
+  train data (models/embedhead/meta.json ``claims``). Threshold: meta.json
+  ``threshold``, chosen on held-out TRAIN contexts only.
+* ``lexical`` (guards.lexical, seeds 001/004): the context cut into the guard's sentence
+  windows (guards.context.sentence_windows), best window per response, as its constants
+  were fitted (bench/fit_lexical.py, train data only); threshold 0.5 (its fitted
+  logistic decision boundary).
+
+Metrics: balanced accuracy, F1 of the hallucinated class, ROC-AUC (1 − P(supported) as
+the hallucination score), ms per example (wall time of scoring; the two embedhead rows
+share one embedding pass, which is counted in both). ``--limit N`` scores a seeded
+sample of N rows per file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from guards.context import sentence_windows
+from guards.lexical import LexicalVerifier
+from guards.types import Pair
+from models.embedhead_verifier import EmbedHeadVerifier
+from models.features import split_sentences
+
+BATCH_ROWS = 32
+
+
+def metrics(labels: list[int], p_sup: np.ndarray, threshold: float) -> dict[str, float]:
+    from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score
+
+    y = np.array(labels)
+    pred = (p_sup < threshold).astype(int)
+    auc = float(roc_auc_score(y, 1.0 - p_sup)) if len(set(labels)) > 1 else math.nan
+    return {
+        "balanced_accuracy": round(float(balanced_accuracy_score(y, pred)), 4),
+        "f1_hallucinated": round(float(f1_score(y, pred, pos_label=1, zero_division=0)), 4),
+        "roc_auc": round(auc, 4),
+    }
+
+
+def read_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    if limit is not None and len(rows) > limit:
+        rows = random.Random(f"bench:{path.name}").sample(rows, limit)
+    return rows
+
+
+def embedhead_scores(
+    rows: list[dict[str, Any]], v32: EmbedHeadVerifier, v8: EmbedHeadVerifier, claims: str
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """P(supported) per row for fp32 and int8, and seconds spent by each."""
+    p32: list[float] = []
+    p8: list[float] = []
+    t_feat = t32 = t8 = 0.0
+    for at in range(0, len(rows), BATCH_ROWS):
+        batch = rows[at : at + BATCH_ROWS]
+        pairs: list[Pair] = []
+        owner: list[int] = []
+        for i, r in enumerate(batch):
+            response = str(r["response"] or "")
+            parts = split_sentences(response) if claims == "min_sentence" else []
+            for claim in parts or [response]:
+                pairs.append(Pair(claim=claim, evidence=str(r["context"] or "")))
+                owner.append(i)
+        t0 = time.perf_counter()
+        feats = v32.features(pairs)
+        t1 = time.perf_counter()
+        a = v32.probabilities(feats)[:, 0]
+        t2 = time.perf_counter()
+        b = v8.probabilities(feats)[:, 0]
+        t3 = time.perf_counter()
+        t_feat += t1 - t0
+        t32 += t2 - t1
+        t8 += t3 - t2
+        own = np.array(owner)
+        for i in range(len(batch)):
+            p32.append(float(a[own == i].min()))
+            p8.append(float(b[own == i].min()))
+    return np.array(p32), np.array(p8), t_feat + t32, t_feat + t8
+
+
+def lexical_scores(rows: list[dict[str, Any]], lex: LexicalVerifier) -> tuple[np.ndarray, float]:
+    out: list[float] = []
+    t0 = time.perf_counter()
+    for r in rows:
+        context = str(r["context"] or "")
+        windows = [context[s:e] for _, (s, e) in sentence_windows(context)] or [context]
+        q = r.get("query")
+        pairs = [
+            Pair(claim=str(r["response"] or ""), evidence=w, question=str(q) if q else None)
+            for w in windows
+        ]
+        best = float(np.max(lex.raw_scores(pairs)))
+        out.append(lex.probs_from_score(best).supported)
+    return np.array(out), time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data"
+    )
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--claims", choices=["meta", "whole", "min_sentence"], default="meta")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    v32 = EmbedHeadVerifier("fp32")
+    v8 = EmbedHeadVerifier("int8")
+    claims = str(v32.meta.get("claims", "whole")) if args.claims == "meta" else args.claims
+    lex = LexicalVerifier()
+    table: list[dict[str, Any]] = []
+    files = sorted((args.data / "eval").glob("*.jsonl"))
+    for path in files:
+        rows = read_rows(path, args.limit)
+        labels = [int(r["label_hallucinated"]) for r in rows]
+        print(f"{path.name}: {len(rows)} rows …", file=sys.stderr, flush=True)
+        p32, p8, s32, s8 = embedhead_scores(rows, v32, v8, claims)
+        pl, sl = lexical_scores(rows, lex)
+        for name, p, secs, thr in (
+            ("embedhead-int8", p8, s8, v8.threshold),
+            ("embedhead-fp32", p32, s32, v32.threshold),
+            ("lexical", pl, sl, 0.5),
+        ):
+            m = metrics(labels, p, thr)
+            table.append(
+                {
+                    "verifier": name,
+                    "dataset": path.stem,
+                    "n": len(rows),
+                    **m,
+                    "ms_per_example": round(1000.0 * secs / len(rows), 2),
+                    "threshold": thr,
+                }
+            )
+    print(f"\nclaims={claims}  (context mode; thresholds from train data only)")
+    print(
+        f"{'dataset':<24}{'verifier':<16}{'n':>6}{'bal.acc':>9}{'F1(hal)':>9}"
+        f"{'ROC-AUC':>9}{'ms/ex':>9}"
+    )
+    for r in table:
+        print(
+            f"{r['dataset']:<24}{r['verifier']:<16}{r['n']:>6}{r['balanced_accuracy']:>9.3f}"
+            f"{r['f1_hallucinated']:>9.3f}{r['roc_auc']:>9.3f}{r['ms_per_example']:>9.1f}"
+        )
+    names = ["embedhead-int8", "embedhead-fp32", "lexical"]
+    print("\nmean over files:")
+    for name in names:
+        rs = [r for r in table if r["verifier"] == name]
+        print(
+            f"  {name:<16} bal.acc {np.mean([r['balanced_accuracy'] for r in rs]):.4f}  "
+            f"ROC-AUC {np.mean([r['roc_auc'] for r in rs]):.4f}"
+        )
+    parity = {
+        d: round(abs(a["roc_auc"] - b["roc_auc"]), 4)
+        for d in sorted({r["dataset"] for r in table})
+        for a in table
+        if a["dataset"] == d and a["verifier"] == "embedhead-int8"
+        for b in table
+        if b["dataset"] == d and b["verifier"] == "embedhead-fp32"
+    }
+    print(f"int8 vs fp32 |ΔROC-AUC| per file: {parity}")
+    if args.out is not None:
+        args.out.write_text(
+            json.dumps({"claims": claims, "table": table, "parity": parity}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Guard latency: what the guard adds to a chat completion, measured through real processes.
+
+One run, side by side: a fake upstream that answers instantly with a 5-claim answer, one
+`groundproxy serve` process with two tenants on the same index of ~300 documents built from
+../shared/data/eval contexts — `plain` (guard off) and `guarded` (guard on) — and direct
+calls to the upstream. Requests are interleaved (direct, plain, guarded) so machine noise
+hits all three alike. Prints p50/p90 latency and the guard's added time.
+
+    .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from policies.keys import hash_key
+from proxy.processes import free_port, start_fake_upstream, start_proxy, stop_process
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "eval"
+QUESTION = "Tell me about Arthur's Magazine and First for Women."
+ANSWER = (
+    "Arthur's Magazine was an American literary periodical. It was published in Philadelphia. "
+    "It ran from 1844 to 1846. First for Women is a woman's magazine. "
+    "It is published by Bauer Media Group in the USA."
+)
+
+
+def _docs(n: int) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for name in ("halueval-qa.jsonl", "halueval-dialogue.jsonl", "wice-oracle.jsonl"):
+        for line in (SHARED / name).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            seen.setdefault(row["context"], row["id"])
+            if len(seen) >= n:
+                return [(doc_id, ctx) for ctx, doc_id in seen.items()]
+    return [(doc_id, ctx) for ctx, doc_id in seen.items()]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return statistics.quantiles(xs, n=100)[int(q) - 1] if len(xs) > 1 else xs[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--docs", type=int, default=300)
+    args = ap.parse_args()
+
+    from retrieval.embedder import load_embedder
+    from retrieval.ingest import ingest_texts
+
+    work = Path(tempfile.mkdtemp(prefix="gp-bench-"))
+    (work / "policies").mkdir()
+    script = work / "script.json"
+    script.write_text(json.dumps({"default": ANSWER, "rules": []}), encoding="utf-8")
+    docs = _docs(args.docs)
+    t0 = time.perf_counter()
+    res = ingest_texts(work / "data", "shared", docs, load_embedder())
+    print(
+        f"index: {len(docs)} documents, {res.chunks_added} chunks, "
+        f"built in {time.perf_counter() - t0:.1f} s"
+    )
+
+    up_port, gp_port = free_port(), free_port()
+    for tenant, guard in (("plain", False), ("guarded", True)):
+        policy: dict[str, Any] = {
+            "tenant": tenant,
+            "keys": [hash_key(f"key-{tenant}")],
+            "guard": guard,
+            "upstream": {"model": "openai/bench", "api_base": f"http://127.0.0.1:{up_port}/v1"},
+            "retrieval": {"index": "shared"},
+            "latency_budget_ms": 10000,
+        }
+        (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
+    upstream = start_fake_upstream(up_port, script)
+    proxy = start_proxy(gp_port, work / "policies", work / "data")
+    body = {"model": "bench", "messages": [{"role": "user", "content": QUESTION}]}
+    times: dict[str, list[float]] = {"direct": [], "plain": [], "guarded": []}
+    guard_ms: list[float] = []
+    claims = 0
+    try:
+        with httpx.Client(timeout=30) as http:
+            targets = {
+                "direct": (f"http://127.0.0.1:{up_port}/v1/chat/completions", {}),
+                "plain": (
+                    f"http://127.0.0.1:{gp_port}/v1/chat/completions",
+                    {"authorization": "Bearer key-plain"},
+                ),
+                "guarded": (
+                    f"http://127.0.0.1:{gp_port}/v1/chat/completions",
+                    {"authorization": "Bearer key-guarded"},
+                ),
+            }
+            for i in range(args.n + 5):
+                for name, (url, headers) in targets.items():
+                    t = time.perf_counter()
+                    r = http.post(url, json=body, headers=headers)
+                    dt = (time.perf_counter() - t) * 1000
+                    r.raise_for_status()
+                    if i >= 5:  # warm-up excluded
+                        times[name].append(dt)
+                        if name == "guarded":
+                            guard_ms.append(float(r.headers["x-groundproxy-latency-ms"]))
+                            claims = len(r.json()["groundproxy"]["claims"])
+    finally:
+        stop_process(proxy)
+        stop_process(upstream)
+    print(f"\n{args.n} requests each, interleaved; answer with {claims} claims; 2-core machine")
+    print(f"{'path':<22}{'p50 ms':>9}{'p90 ms':>9}")
+    for name, xs in times.items():
+        print(f"{name:<22}{statistics.median(xs):>9.1f}{_pct(xs, 90):>9.1f}")
+    print(
+        f"{'guard time (header)':<22}{statistics.median(guard_ms):>9.1f}{_pct(guard_ms, 90):>9.1f}"
+    )
+    added = [g - p for g, p in zip(times["guarded"], times["plain"], strict=True)]
+    print(f"{'guarded − plain':<22}{statistics.median(added):>9.1f}{_pct(added, 90):>9.1f}")
+    proxy_cost = [p - d for p, d in zip(times["plain"], times["direct"], strict=True)]
+    print(
+        f"{'plain − direct':<22}{statistics.median(proxy_cost):>9.1f}{_pct(proxy_cost, 90):>9.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

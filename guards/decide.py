@@ -1,0 +1,197 @@
+"""Verdict per claim, trust score and answer action.
+
+Per claim, over the verifier's Probs for each of its evidence passages:
+
+- the *support pair* is the one with max P(supported); the *contradiction pair* the one
+  with max P(contradicted);
+- a rule value mismatch → ``contradicted`` (the rule's correction and explanation), with
+  P(supported) ≤ ``MISMATCH_CAP`` and P(contradicted) ≥ ``MISMATCH_FLOOR``;
+- else ``supported`` when the support pair has P(supported) ≥ threshold, its normalized
+  entropy ≤ max_uncertainty and every rule passed;
+- else ``contradicted`` when the contradiction pair has P(contradicted) ≥ 0.5 and
+  P(contradicted) > P(unverifiable);
+- else ``unverifiable``; a failed rule caps P(supported) at ``MISSING_CAP`` (the excess
+  moves to unverifiable). No evidence at all → unverifiable, "no evidence found".
+
+Trust score of an answer with claims c_1 … c_n::
+
+    T = (1/n) · Σ_i s_i,   s_i = 0 if c_i is contradicted, else the claim's P(supported)
+
+and T = 1.0 when there are no claims (nothing was asserted).
+
+Answer action: ``block`` when any non-supported claim's policy action is ``block`` or
+T < ``actions.block_below_trust``; else the strongest action used among the
+non-supported claims (rewrite > flag > annotate); ``none`` when every claim is supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from guards.rules import RuleResult
+from guards.types import (
+    ActionName,
+    AnswerAction,
+    Claim,
+    ClaimResult,
+    Evidence,
+    Probs,
+    Verdict,
+)
+from policies.schema import Policy
+
+DEFAULT_THRESHOLD = 0.6  # used when the policy says "calibrated" and no value is supplied
+MISMATCH_CAP = 0.1
+MISMATCH_FLOOR = 0.8
+MISSING_CAP = 0.3
+MAX_CITATIONS = 3
+CONTRADICTION_MIN = 0.5
+
+
+def resolve_threshold(policy: Policy, override: float | None = None) -> float:
+    """The P(supported) threshold: ``override``, else the policy's number, else 0.6."""
+    if override is not None:
+        return override
+    t = policy.verifier.threshold
+    return t if isinstance(t, float | int) else DEFAULT_THRESHOLD
+
+
+def cap_support(probs: Probs, cap: float, into: Verdict) -> Probs:
+    """``probs`` with P(supported) ≤ cap; the excess moves to ``into``."""
+    if probs.supported <= cap:
+        return probs
+    excess = probs.supported - cap
+    if into == "contradicted":
+        return Probs(cap, probs.contradicted + excess, probs.unverifiable)
+    return Probs(cap, probs.contradicted, probs.unverifiable + excess)
+
+
+def mismatch_probs(probs: Probs) -> Probs:
+    """Probabilities for a claim whose value the evidence contradicts (a rule, not the
+    verifier, decided): P(supported) ≤ MISMATCH_CAP, P(contradicted) ≥ MISMATCH_FLOOR."""
+    supported = min(probs.supported, MISMATCH_CAP)
+    contradicted = min(max(probs.contradicted, MISMATCH_FLOOR), 1.0 - supported)
+    return Probs(supported, contradicted, max(0.0, 1.0 - supported - contradicted))
+
+
+def ref(e: Evidence) -> str:
+    """``doc#chunk`` of an evidence passage."""
+    return f"{e.doc}#{e.chunk}"
+
+
+def _ranked(
+    evidence: Sequence[Evidence], probs: Sequence[Probs], key: str, minimum: float
+) -> list[Evidence]:
+    order = sorted(range(len(probs)), key=lambda i: -float(getattr(probs[i], key)))
+    return [evidence[i] for i in order if getattr(probs[i], key) >= minimum][:MAX_CITATIONS]
+
+
+def decide_claim(
+    claim: Claim,
+    evidence: Sequence[Evidence],
+    probs: Sequence[Probs],
+    rule: RuleResult,
+    *,
+    threshold: float,
+    max_uncertainty: float,
+    correction_probs: Probs | None = None,
+) -> ClaimResult:
+    """Verdict, probabilities, citations and explanation for one claim.
+
+    ``probs[i]`` scores (``evidence[i]``, claim); ``correction_probs`` scores the rule's
+    correction against the evidence that produced it, when there is one.
+    """
+    if len(evidence) != len(probs):
+        raise ValueError("one Probs per evidence passage is required")
+    if not evidence:
+        none = Probs(0.0, 0.0, 1.0)
+        return ClaimResult(
+            claim, "unverifiable", none, none.uncertainty(), explanation="no evidence found"
+        )
+    i_sup = max(range(len(probs)), key=lambda i: probs[i].supported)
+    i_con = max(range(len(probs)), key=lambda i: probs[i].contradicted)
+    sup, con = probs[i_sup], probs[i_con]
+
+    if rule.mismatches:
+        idx = rule.evidence_index if rule.evidence_index is not None else i_con
+        final = mismatch_probs(probs[idx])
+        return ClaimResult(
+            claim,
+            "contradicted",
+            final,
+            final.uncertainty(),
+            citations=[evidence[idx]],
+            correction=rule.correction,
+            explanation=rule.explanation,
+            correction_support=None if correction_probs is None else correction_probs.supported,
+        )
+    if sup.supported >= threshold and sup.uncertainty() <= max_uncertainty and rule.ok:
+        return ClaimResult(
+            claim,
+            "supported",
+            sup,
+            sup.uncertainty(),
+            citations=_ranked(evidence, probs, "supported", threshold) or [evidence[i_sup]],
+            explanation=f"supported by {ref(evidence[i_sup])} (p={sup.supported:.2f})",
+        )
+    if con.contradicted >= CONTRADICTION_MIN and con.contradicted > con.unverifiable:
+        why = f"contradicted by {ref(evidence[i_con])} (p={con.contradicted:.2f})"
+        if not rule.ok:
+            why = f"{why}; {rule.explanation}"
+        return ClaimResult(
+            claim,
+            "contradicted",
+            con,
+            con.uncertainty(),
+            citations=_ranked(evidence, probs, "contradicted", CONTRADICTION_MIN),
+            explanation=why,
+        )
+    final = sup if rule.ok else cap_support(sup, MISSING_CAP, "unverifiable")
+    if not rule.ok:
+        why = rule.explanation
+    elif sup.supported >= threshold:
+        why = (
+            f"{ref(evidence[i_sup])} supports it (p={sup.supported:.2f}) but the verdict is "
+            f"too uncertain ({sup.uncertainty():.2f} > {max_uncertainty:.2f})"
+        )
+    else:
+        why = (
+            f"best evidence {ref(evidence[i_sup])} gives p(supported)={sup.supported:.2f}, "
+            f"below {threshold:.2f}"
+        )
+    return ClaimResult(
+        claim,
+        "unverifiable",
+        final,
+        final.uncertainty(),
+        citations=[evidence[i_sup]],
+        explanation=why,
+    )
+
+
+def trust_score(results: Sequence[ClaimResult]) -> float:
+    """T = mean of P(supported) with contradicted claims at 0; 1.0 with no claims."""
+    if not results:
+        return 1.0
+    total = sum(0.0 if r.verdict == "contradicted" else r.probs.supported for r in results)
+    return total / len(results)
+
+
+def verdict_action(verdict: Verdict, policy: Policy) -> ActionName | None:
+    """What the policy does to a claim with this verdict (None for supported)."""
+    if verdict == "contradicted":
+        return policy.actions.contradicted
+    if verdict == "unverifiable":
+        return policy.actions.unverifiable
+    return None
+
+
+def answer_action(results: Sequence[ClaimResult], policy: Policy, trust: float) -> AnswerAction:
+    """The answer-level action (see the module docstring)."""
+    used = {verdict_action(r.verdict, policy) for r in results} - {None}
+    if "block" in used or (results and trust < policy.actions.block_below_trust):
+        return "block"
+    for name in ("rewrite", "flag", "annotate"):
+        if name in used:
+            return name
+    return "none"

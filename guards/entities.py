@@ -1,0 +1,112 @@
+"""Capitalized named-entity phrases, and whether a text mentions them.
+
+A phrase is a run of capitalized words, joined by "of", "the", "de", "van", "von", "&",
+"for" when another capitalized word follows ("Bank of America"). Acronyms (two or
+more capitals, "FDA") always count. At the start of a sentence (or after ":"), leading
+common words are dropped ("The Eiffel Tower" → "Eiffel Tower") and a lone capitalized
+word is not taken as a name ("Warranty claims …"), since capitalization says nothing
+there. Month and weekday names are dates, not entities. Matching is case-insensitive
+and ignores a possessive "'s".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from guards.lexicon import COMMON_CAPITALIZED, MONTHS, WEEKDAYS
+
+_TOKEN = re.compile(r"[A-Za-z][\w'’.&-]*[\w]|[A-Za-z]|&|[.!?:;]|[,()\"“”\[\]|*/]")
+_CONNECTORS = frozenset({"of", "the", "de", "da", "del", "la", "le", "van", "von", "&", "for"})
+_BREAKS = frozenset(',()"“”[]|*/')
+_ACRONYM = re.compile(r"^[A-Z][A-Z0-9&]+s?$")
+_POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
+_POSSESSIVE_END = re.compile(r"['’]s?$")
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+_DATE_WORDS = frozenset(MONTHS) | WEEKDAYS
+_SKIP_LEADING = COMMON_CAPITALIZED | _CONNECTORS
+
+
+def _is_capitalized(tok: str) -> bool:
+    return tok[:1].isupper() and tok.lower().rstrip(".") not in _DATE_WORDS
+
+
+def _clean(tok: str) -> str:
+    return tok.rstrip(".'’")
+
+
+def named_entities(text: str) -> list[str]:
+    """Named-entity phrases of ``text`` in order, without duplicates."""
+    tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(text)]
+    phrases: list[str] = []
+    i = 0
+    sentence_start = True
+    while i < len(tokens):
+        tok, _ = tokens[i]
+        if tok in ".!?:;":
+            sentence_start = True
+            i += 1
+            continue
+        if tok in _BREAKS:
+            i += 1
+            continue
+        if not _is_capitalized(tok):
+            sentence_start = False
+            i += 1
+            continue
+        j = i + 1
+        words = [_clean(tok)]
+        while j < len(tokens):
+            nxt = tokens[j][0]
+            if _is_capitalized(nxt):
+                words.append(_clean(nxt))
+                j += 1
+            elif (
+                nxt.lower() in _CONNECTORS
+                and j + 1 < len(tokens)
+                and _is_capitalized(tokens[j + 1][0])
+                and len(words) >= 1
+            ):
+                words.extend([nxt, _clean(tokens[j + 1][0])])
+                j += 2
+            else:
+                break
+        if sentence_start:
+            while words and words[0].lower() in _SKIP_LEADING:
+                words.pop(0)
+            if len(words) == 1 and not _ACRONYM.match(words[0]):
+                words = []
+        else:
+            while words and words[0].lower() in _CONNECTORS:
+                words.pop(0)
+            if len(words) == 1 and words[0].lower() in COMMON_CAPITALIZED:
+                words = []
+        while words and words[-1].lower() in _CONNECTORS:
+            words.pop()
+        phrase = _POSSESSIVE_END.sub("", " ".join(words))
+        if phrase and phrase not in phrases:
+            phrases.append(phrase)
+        sentence_start = False
+        i = j
+    return phrases
+
+
+def normalize(text: str) -> str:
+    """Lower-case, possessive "'s" dropped, punctuation as spaces, single-spaced."""
+    return " ".join(_NON_ALNUM.sub(" ", _POSSESSIVE.sub("", text.lower())).split())
+
+
+def mentions(entity: str, texts: Sequence[str]) -> bool:
+    """Does any of ``texts`` mention ``entity`` (as a phrase, or all its words)?"""
+    needle = normalize(entity)
+    if not needle:
+        return True
+    words = [w for w in needle.split() if w not in _CONNECTORS]
+    for text in texts:
+        hay = normalize(text)
+        if f" {needle} " in f" {hay} ":
+            return True
+        vocab = set(hay.split())
+        if words and all(w in vocab for w in words):
+            return True
+    return False

@@ -1,0 +1,104 @@
+"""The ``groundproxy`` body object and the ``x-groundproxy-*`` headers (DESIGN.md, Contracts).
+
+Body keys: trust, action, policy, claims[{text, span, verdict, probs, uncertainty,
+citations[{doc, chunk, score, quote, span}], action, correction (only when set),
+explanation}], plus latency_ms, verifier and unverified. Header names are lower-case
+and their values are header-safe (no CR/LF or other control characters, latin-1 only).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from guards.types import VERDICTS, ClaimResult, Evidence, GuardReport
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def header_safe(value: str) -> str:
+    """Drop control characters (CR, LF …) and anything outside latin-1."""
+    return _UNSAFE.sub("", value).encode("latin-1", "ignore").decode("latin-1").strip()
+
+
+def citation_id(e: Evidence) -> str:
+    """``doc:<doc>#<chunk>`` for index documents, ``<doc>#<chunk>`` for request context
+    (whose doc already reads ``request:<role>#<i>``)."""
+    ident = f"{e.doc}#{e.chunk}"
+    return ident if e.source == "request" else f"doc:{ident}"
+
+
+def _citation(e: Evidence) -> dict[str, Any]:
+    return {
+        "doc": e.doc,
+        "chunk": e.chunk,
+        "score": round(e.score, 3),
+        "quote": e.text,
+        "span": [e.span[0], e.span[1]],
+    }
+
+
+def _claim(r: ClaimResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "text": r.claim.text,
+        "span": [r.claim.span[0], r.claim.span[1]],
+        "verdict": r.verdict,
+        "probs": r.probs.as_dict(),
+        "uncertainty": round(r.uncertainty, 3),
+        "citations": [_citation(e) for e in r.citations],
+        "action": r.action,
+    }
+    if r.correction is not None:
+        out["correction"] = r.correction
+    out["explanation"] = r.explanation
+    return out
+
+
+def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
+    """The ``groundproxy`` object added to the chat completion body."""
+    return {
+        "trust": round(report.trust, 3),
+        "action": report.action,
+        "policy": policy_id,
+        "claims": [_claim(r) for r in report.claims],
+        "latency_ms": round(report.latency_ms, 1),
+        "verifier": report.verifier,
+        "unverified": report.unverified,
+    }
+
+
+def claim_counts(report: GuardReport) -> str:
+    """``total=5; supported=3; contradicted=1; unverifiable=1``."""
+    counts = {v: 0 for v in VERDICTS}
+    for r in report.claims:
+        counts[r.verdict] += 1
+    parts = [f"total={len(report.claims)}"] + [f"{v}={counts[v]}" for v in VERDICTS]
+    return "; ".join(parts)
+
+
+def citation_list(report: GuardReport) -> str:
+    """Distinct cited chunks in order of first citation, ``; ``-separated."""
+    seen: list[str] = []
+    for r in report.claims:
+        for e in r.citations:
+            ident = header_safe(citation_id(e)).replace(";", "%3B")
+            if ident and ident not in seen:
+                seen.append(ident)
+    return "; ".join(seen)
+
+
+def report_headers(
+    report: GuardReport, policy_id: str, step_id: str, request_id: str
+) -> dict[str, str]:
+    """The ``x-groundproxy-*`` response headers and ``x-request-id``."""
+    headers = {
+        "x-groundproxy-trust": f"{report.trust:.2f}",
+        "x-groundproxy-action": report.action,
+        "x-groundproxy-claims": claim_counts(report),
+        "x-groundproxy-citations": citation_list(report),
+        "x-groundproxy-policy": policy_id,
+        "x-groundproxy-latency-ms": str(round(report.latency_ms)),
+        "x-groundproxy-step-id": step_id,
+        "x-request-id": request_id,
+    }
+    return {k: header_safe(v) for k, v in headers.items()}

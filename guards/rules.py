@@ -1,0 +1,161 @@
+"""Symbolic checks of one claim against its evidence texts (best evidence first).
+
+- ``numbers_need_evidence``: every quantity of the claim (number, amount, percentage,
+  year, date) must appear in some evidence with the same value and a compatible unit;
+  otherwise it is *missing* ("claim states 24 months; no evidence states it").
+- Value mismatch (always checked): for a quantity no evidence states, the first evidence
+  (in rank order) holding a different value with the same unit or noun, near a word the
+  claim also uses near its value, gives a *mismatch* and a *correction* — the claim with
+  the evidence's value substituted ("evidence states 12 months, claim states 24 months").
+  The shared nearby word keeps "won the award in 1980" from being "corrected" by
+  "was born in 1950".
+- ``entities_need_evidence``: every named-entity phrase of the claim must be mentioned
+  by some evidence (case-insensitive, possessive "'s" ignored); otherwise *missing*.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from guards.entities import mentions, named_entities
+from guards.quantities import Quantity, extract_quantities
+from policies.schema import RulesPolicy
+
+NEAR_WORDS = 5  # content words looked at on each side of a value
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_CURRENCIES = "$€£¥"
+
+
+@dataclass
+class RuleResult:
+    """Outcome of :func:`check_claim`; ``ok`` is False when anything is missing or wrong.
+
+    ``evidence_index`` is the position (in the evidence given) of the evidence that
+    produced the mismatch, when there is one.
+    """
+
+    ok: bool
+    missing: list[str] = field(default_factory=list)
+    mismatches: list[tuple[str, str]] = field(default_factory=list)  # (claim, evidence)
+    correction: str | None = None
+    explanation: str = ""
+    evidence_index: int | None = None
+
+
+def _stem(word: str) -> str:
+    w = word.lower().replace("’", "'").removesuffix("'s")
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        return w[:-1]
+    return w
+
+
+def _near_words(text: str, q: Quantity) -> set[str]:
+    """Content words within NEAR_WORDS words of the quantity, minus its own unit."""
+    before = [m.group() for m in _WORD.finditer(text, 0, q.span[0])]
+    after = [m.group() for m in _WORD.finditer(text, q.span[1])]
+    words = {_stem(w) for w in (*before[-NEAR_WORDS:], *after[:NEAR_WORDS])}
+    return {w for w in words if w not in ENGLISH_STOP_WORDS and len(w) > 1} - {q.unit}
+
+
+def _present(q: Quantity, evidence_qs: Sequence[Sequence[Quantity]]) -> bool:
+    for qs in evidence_qs:
+        for e in qs:
+            units_ok = not q.unit or not e.unit or q.unit_key() == e.unit_key()
+            if units_ok and q.same_value(e):
+                return True
+    return False
+
+
+def _comparable(q: Quantity, e: Quantity) -> bool:
+    key = q.unit_key()
+    if not key or key != e.unit_key():
+        return False
+    if key == "<date>":  # compare like with like: a year with a year, a full date with one
+        return isinstance(q.value, float) == isinstance(e.value, float) and (
+            isinstance(q.value, float) or len(str(q.value)) == len(str(e.value))
+        )
+    return True
+
+
+def _replacement(q: Quantity, e: Quantity) -> str:
+    """The text that replaces the claim's value: the evidence's, in the claim's style."""
+    ev = e.surface
+    if q.kind == "money":
+        claim_symbol = q.surface[:1] in _CURRENCIES
+        ev_symbol = ev[:1] in _CURRENCIES
+        if ev_symbol and not claim_symbol:
+            return ev[1:].lstrip()
+        if claim_symbol and not ev_symbol:
+            return q.surface[0] + ev
+    return ev
+
+
+def _find_mismatch(
+    claim: str,
+    q: Quantity,
+    evidence: Sequence[str],
+    evidence_qs: Sequence[Sequence[Quantity]],
+) -> tuple[int, Quantity] | None:
+    near = _near_words(claim, q)
+    if not near:
+        return None
+    for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
+        best: tuple[int, Quantity] | None = None
+        for e in qs:
+            if not _comparable(q, e) or q.same_value(e):
+                continue
+            overlap = len(near & _near_words(text, e))
+            if overlap and (best is None or overlap > best[0]):
+                best = (overlap, e)
+        if best is not None:
+            return idx, best[1]
+    return None
+
+
+def check_claim(
+    claim: str, evidence: Sequence[str], rules: RulesPolicy | None = None
+) -> RuleResult:
+    """Check ``claim``'s numbers and names against ``evidence`` (best first)."""
+    rules = rules or RulesPolicy()
+    evidence_qs = [extract_quantities(t) for t in evidence]
+    missing: list[str] = []
+    mismatches: list[tuple[str, str]] = []
+    swaps: list[tuple[Quantity, str]] = []
+    mismatch_at: int | None = None
+    notes: list[str] = []
+    for q in extract_quantities(claim):
+        if _present(q, evidence_qs):
+            continue
+        found = _find_mismatch(claim, q, evidence, evidence_qs)
+        if found is not None and (mismatch_at is None or found[0] == mismatch_at):
+            mismatch_at, e = found
+            mismatches.append((q.display, e.display))
+            swaps.append((q, _replacement(q, e)))
+            notes.append(f"evidence states {e.display}, claim states {q.display}")
+        elif rules.numbers_need_evidence:
+            missing.append(q.display)
+            notes.append(f"claim states {q.display}; no evidence states it")
+    if rules.entities_need_evidence:
+        for name in named_entities(claim):
+            if not mentions(name, evidence):
+                missing.append(name)
+                notes.append(f"claim names {name}; no evidence mentions it")
+    correction: str | None = None
+    if swaps:
+        correction = claim
+        for q, new in sorted(swaps, key=lambda s: s[0].span[0], reverse=True):
+            correction = correction[: q.span[0]] + new + correction[q.span[1] :]
+    return RuleResult(
+        ok=not missing and not mismatches,
+        missing=missing,
+        mismatches=mismatches,
+        correction=correction,
+        explanation="; ".join(notes),
+        evidence_index=mismatch_at,
+    )

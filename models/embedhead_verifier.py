@@ -1,0 +1,116 @@
+"""The ``embedhead`` verifier: a small head on frozen all-MiniLM-L6-v2 embeddings.
+
+For each (claim, evidence) pair the evidence is cut into sentences, the best candidates
+are embedded together with the claim (ONE embedder call per batch), and an ONNX network
+over ``[u, v, |u−v|, u·v, similarity / overlap / number / entity features]``
+(:mod:`models.features`) gives P(supported), P(contradicted), P(unverifiable).
+
+The model files live in ``models/embedhead/`` (trained by ``models/train``; see its
+``MODEL_CARD.md``); their sha256 checksums in ``meta.json`` are verified at load.
+Nothing heavy happens at import: onnxruntime and the embedder load in the constructor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from guards.errors import ModelLoadError
+from guards.types import Embedder, Pair, Probs
+from models.features import N_FEATURES, featurize
+
+MODEL_DIR = Path(__file__).resolve().parent / "embedhead"
+Variant = Literal["int8", "fp32"]
+
+
+def load_meta(model_dir: Path) -> dict[str, Any]:
+    try:
+        meta: dict[str, Any] = json.loads((model_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"embedhead: cannot read {model_dir / 'meta.json'}: {exc}") from exc
+    return meta
+
+
+def verified_model_bytes(model_dir: Path, variant: Variant, meta: dict[str, Any]) -> bytes:
+    """The ONNX file of ``variant``, after checking its sha256 against ``meta.json``."""
+    try:
+        filename = str(meta["files"][variant])
+        expected = str(meta["sha256"][filename])
+    except (KeyError, TypeError) as exc:
+        raise ModelLoadError(f"embedhead: meta.json has no {variant} model entry") from exc
+    path = model_dir / filename
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ModelLoadError(f"embedhead: cannot read {path}: {exc}") from exc
+    got = hashlib.sha256(data).hexdigest()
+    if got != expected:
+        raise ModelLoadError(
+            f"embedhead: checksum mismatch for {path} (sha256 {got[:12]}…, expected "
+            f"{expected[:12]}…); the model file is corrupt or was replaced"
+        )
+    return data
+
+
+class EmbedHeadVerifier:
+    """Three-label verifier; ``score`` is batched (one embed call, one ONNX run)."""
+
+    def __init__(
+        self,
+        variant: Variant = "int8",
+        *,
+        embedder: Embedder | None = None,
+        model_dir: Path = MODEL_DIR,
+        threads: int = 2,
+    ) -> None:
+        self.meta = load_meta(model_dir)
+        self.variant = variant
+        self.name = "embedhead" if variant == "int8" else "embedhead-fp32"
+        self.threshold = float(self.meta.get("threshold", 0.5))
+        if int(self.meta.get("n_features", -1)) != N_FEATURES:
+            raise ModelLoadError(
+                f"embedhead: the model expects {self.meta.get('n_features')} features, "
+                f"this code builds {N_FEATURES}"
+            )
+        data = verified_model_bytes(model_dir, variant, self.meta)
+        try:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            self._session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelLoadError(f"embedhead: cannot load the ONNX model: {exc}") from exc
+        if embedder is None:
+            from retrieval.embedder import load_embedder
+
+            embedder = load_embedder("minilm")
+        self._embedder = embedder
+        self._lock = threading.Lock()
+
+    def features(self, pairs: Sequence[Pair]) -> npt.NDArray[np.float32]:
+        return featurize([(p.claim, p.evidence) for p in pairs], self._embedder.encode)
+
+    def probabilities(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        if len(features) == 0:
+            return np.zeros((0, 3), dtype=np.float32)
+        with self._lock:
+            out = self._session.run(["probs"], {"features": features})[0]
+        probs = np.asarray(out, dtype=np.float64)
+        probs = probs / probs.sum(axis=1, keepdims=True)
+        result: npt.NDArray[np.float32] = probs.astype(np.float32)
+        return result
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        if not pairs:
+            return []
+        probs = self.probabilities(self.features(pairs)).astype(np.float64)
+        return [Probs(float(s), float(c), float(1.0 - s - c)) for s, c, _ in probs]

@@ -1,0 +1,163 @@
+"""Build the embedhead training set: examples, features, labels (TRAIN data only).
+
+    nice -n 10 .venv/bin/python -m models.train.prepare [--data ../shared/data]
+        [--cap 1500] [--synth-per-source 250] [--work /tmp/gp-embedhead]
+
+Sources: every ``*.jsonl`` in ``<data>/train`` (``eval/`` is never read), each capped at
+``--cap`` rows (seeded sample), plus FactCC-style synthetic triples (models.train.synth)
+from the same sources' contexts. Targets: ``label3`` where a row has one; otherwise
+label_hallucinated 0 → supported and 1 → ``not_supported`` (a set-valued target,
+{contradicted, unverifiable}: such rows do not say which, so the loss only asks that
+P(supported) be low — see models/train/fit.py).
+
+Rows are split into train / validation by context (15 % of contexts of every source held
+out), so no evidence text is shared across the split. For validation rows whose response
+has several sentences, per-sentence pairs are featurized too, to measure whether scoring
+the whole response or the minimum over its sentences works better.
+
+Outputs under ``--work``: features.npy, meta.jsonl (one line per feature row),
+manifest_prepare.json (data file sha256s, settings, wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.features import featurize, split_sentences
+from models.train.embed_cache import CachedEncoder
+from models.train.synth import make_synthetic
+
+TARGETS = {"supported": 0, "contradicted": 1, "unverifiable": 2, "not_supported": 3}
+SEED = 20240611
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _ctx_hash(text: str) -> int:
+    return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--cap", type=int, default=1500)
+    ap.add_argument("--synth-per-source", type=int, default=250)
+    ap.add_argument("--val-frac", type=float, default=0.15)
+    ap.add_argument("--val-sentence-rows", type=int, default=120)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/gp-embedhead"))
+    args = ap.parse_args()
+    started = time.time()
+    rng = random.Random(SEED)
+    train_dir = args.data / "train"
+    files = sorted(train_dir.glob("*.jsonl"))
+    args.work.mkdir(parents=True, exist_ok=True)
+
+    records: list[dict[str, Any]] = []  # one per feature row
+    pairs: list[tuple[str, str]] = []
+    docs_by_source: dict[str, list[str]] = {}
+    val_multi: list[tuple[dict[str, Any], list[str]]] = []
+    for path in files:
+        source = path.stem
+        rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+        if len(rows) > args.cap:
+            rows = random.Random(f"{SEED}:{source}").sample(rows, args.cap)
+        docs: dict[str, None] = {}
+        n_multi = 0
+        for r in rows:
+            context = str(r.get("context") or "")
+            response = str(r.get("response") or "")
+            if not context.strip() or not response.strip():
+                continue
+            label3 = r.get("label3")
+            if label3 in ("supported", "contradicted", "unverifiable"):
+                target = str(label3)
+            else:
+                target = "not_supported" if int(r["label_hallucinated"]) else "supported"
+            split = "val" if (_ctx_hash(context) % 1000) < args.val_frac * 1000 else "train"
+            if split == "train":
+                docs[context] = None
+            rec = {
+                "source": source,
+                "split": split,
+                "target": TARGETS[target],
+                "hallucinated": int(r["label_hallucinated"]),
+                "row": str(r.get("id")),
+                "kind": "row",
+            }
+            records.append(rec)
+            pairs.append((response, context))
+            sents = split_sentences(response)
+            if split == "val" and len(sents) > 1 and n_multi < args.val_sentence_rows:
+                n_multi += 1
+                val_multi.append(({**rec, "context": context}, sents))
+        docs_by_source[source] = list(docs)
+        print(f"{source}: {len(rows)} rows", file=sys.stderr, flush=True)
+
+    synth = make_synthetic(
+        {s: d[:1500] for s, d in docs_by_source.items()}, args.synth_per_source, SEED
+    )
+    for source, ex in synth:
+        records.append(
+            {
+                "source": "synthetic",
+                "origin": source,
+                "split": "val" if rng.random() < args.val_frac else "train",
+                "target": TARGETS[ex.label],
+                "hallucinated": int(ex.label != "supported"),
+                "row": "",
+                "kind": f"synthetic:{ex.kind}",
+                "claim": ex.claim,
+            }
+        )
+        pairs.append((ex.claim, ex.evidence))
+    # per-sentence claims of multi-sentence validation responses (aggregation study)
+    for m, (rec, sents) in enumerate(val_multi):
+        for sent in sents:
+            records.append(
+                {
+                    **{k: v for k, v in rec.items() if k != "context"},
+                    "kind": "val_sentence",
+                    "group": m,
+                }
+            )
+            pairs.append((sent, str(rec["context"])))
+    print(f"{len(pairs)} feature rows ({len(synth)} synthetic)", file=sys.stderr, flush=True)
+
+    from retrieval.embedder import load_embedder
+
+    encoder = CachedEncoder(load_embedder(), args.work / "cache")
+    feats = featurize(pairs, encoder)
+    np.save(args.work / "features.npy", feats)
+    with (args.work / "meta.jsonl").open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
+    manifest = {
+        "data_files": {f"train/{p.name}": sha256_file(p) for p in files},
+        "settings": {**{k: str(v) for k, v in vars(args).items()}, "seed": SEED},
+        "n_rows": len(records),
+        "wall_s": round(time.time() - started, 1),
+        "cpu_s": round(sum(os.times()[:2]), 1),
+    }
+    (args.work / "manifest_prepare.json").write_text(json.dumps(manifest, indent=2))
+    print(json.dumps({k: v for k, v in manifest.items() if k != "data_files"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

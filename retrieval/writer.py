@@ -1,0 +1,324 @@
+"""``IndexWriter``: change a tenant's index and publish the result atomically.
+
+The writer copies the live generation into a private ``.tmp-<uuid>`` directory, applies
+upserts and deletes there, and on ``commit`` saves and fsyncs every file, renames the
+directory to the next ``gen-NNNNNN`` and replaces CURRENT. A crash at any point leaves
+CURRENT naming the previous, untouched generation. One writer per tenant at a time
+(an flock); readers never wait.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from guards.errors import GroundproxyError, IndexStoreError
+from guards.types import Embedder
+from retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo
+from retrieval.chunker import chunk_text
+from retrieval.fsutil import fsync_dir, fsync_file, sha256_file, sha256_text, write_durable
+from retrieval.generations import (
+    CHUNKS_FILE,
+    CURRENT,
+    CURRENT_TMP,
+    INDEX_FILE,
+    META_FILE,
+    TMP_PREFIX,
+    Meta,
+    Pointer,
+    WriterLock,
+    collect_garbage,
+    gen_name,
+    pointer_bytes,
+    read_current,
+    read_meta,
+    verify_generation,
+    write_meta,
+)
+from retrieval.names import validate_doc_id, validate_tenant
+from retrieval.vector_index import HnswVectorIndex
+
+UpsertStatus = Literal["added", "replaced", "unchanged"]
+CHUNK_HASH_CHARS = 16
+
+
+class IndexWriter:
+    """Context manager for one atomic batch of changes to a tenant's index.
+
+    ``embedder`` may be None for a writer that only deletes. Leaving the ``with`` block
+    without ``commit()`` (or by an exception) discards every change.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        tenant: str,
+        embedder: Embedder | None,
+        *,
+        max_chars: int = 600,
+        batch_chunks: int = 256,
+        lock_timeout: float = 600.0,
+    ) -> None:
+        self.tenant = validate_tenant(tenant)
+        self._embedder = embedder
+        self._max_chars = max_chars
+        self._batch_chunks = max(1, batch_chunks)
+        self._dir = Path(data_dir) / self.tenant
+        self._pending: dict[int, str] = {}
+        self._changed = False
+        self._failed = False
+        self._done = True  # until fully opened: nothing for close() or __del__ to undo
+        self.chunks_added = 0
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexStoreError(
+                f"tenant {self.tenant!r}: cannot create {self._dir}: {exc}"
+            ) from exc
+        self._lock = WriterLock(self._dir, self.tenant, lock_timeout)
+        self._work = self._dir / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+        self._cleanup: Path | None = self._work
+        self._vectors: HnswVectorIndex | None = None
+        self._embedder_name = embedder.name if embedder is not None else ""
+        self._next_label = 0
+        try:
+            self._open_copy()
+        except OSError as exc:
+            self._discard()
+            raise IndexStoreError(f"tenant {self.tenant!r}: cannot prepare a write: {exc}") from exc
+        except BaseException:
+            self._discard()
+            raise
+        self._done = False
+
+    def _open_copy(self) -> None:
+        self._base = read_current(self._dir, self.tenant)
+        base_meta: Meta | None = None
+        if self._base is not None:
+            live = self._dir / self._base.generation
+            try:
+                base_meta = read_meta(live, self.tenant)
+                verify_generation(live, base_meta, self.tenant)
+            except FileNotFoundError as exc:
+                raise IndexStoreError(
+                    f"tenant {self.tenant!r}: index file {exc.filename} is missing"
+                ) from exc
+        emb = self._embedder
+        if base_meta is not None and emb is not None and (
+            base_meta.dim != emb.dim or base_meta.embedder != emb.name
+        ):
+            raise IndexStoreError(
+                f"tenant {self.tenant!r}: the index was built with {base_meta.embedder} "
+                f"({base_meta.dim}-d); cannot add {emb.name} ({emb.dim}-d) vectors to it"
+            )
+        self._work.mkdir()
+        if self._base is not None and base_meta is not None:
+            live = self._dir / self._base.generation
+            shutil.copyfile(live / INDEX_FILE, self._work / INDEX_FILE)
+            shutil.copyfile(live / CHUNKS_FILE, self._work / CHUNKS_FILE)
+            self._vectors = HnswVectorIndex.load(
+                self._work / INDEX_FILE, base_meta.dim, deleted=base_meta.deleted
+            )
+            self._embedder_name = base_meta.embedder
+            self._next_label = base_meta.next_label
+        elif emb is not None:
+            self._vectors = HnswVectorIndex(emb.dim)
+        self._store = ChunkStore.open_writable(self._work / CHUNKS_FILE)
+        self._next_label = max(self._next_label, self._store.max_label() + 1)
+        self._version = (self._base.version if self._base else 0) + 1
+
+    @property
+    def base_version(self) -> int:
+        """Version of the generation this writer started from (0: none)."""
+        return self._base.version if self._base else 0
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise IndexStoreError(f"tenant {self.tenant!r}: this writer is already closed")
+        if self._failed:
+            raise IndexStoreError(f"tenant {self.tenant!r}: an earlier change failed; discard")
+
+    def upsert(
+        self, doc_id: str, text: str, source_path: str | None = None
+    ) -> UpsertStatus:
+        """Add or replace a document; "unchanged" (no embedding) when its text is the same."""
+        self._check_open()
+        doc_id = validate_doc_id(doc_id)
+        if self._embedder is None or self._vectors is None:
+            raise IndexStoreError(f"tenant {self.tenant!r}: this writer has no embedder")
+        content_hash = sha256_text(text)
+        try:
+            old_hash = self._store.document_hash(doc_id)
+            if old_hash == content_hash:
+                return "unchanged"
+            if old_hash is not None:
+                self._drop(doc_id)
+            self._put(doc_id, text, content_hash, source_path)
+            if len(self._pending) >= self._batch_chunks:
+                self._flush()
+        except BaseException:
+            self._failed = True
+            raise
+        self._changed = True
+        return "added" if old_hash is None else "replaced"
+
+    def _put(self, doc_id: str, text: str, content_hash: str, source_path: str | None) -> None:
+        pieces = chunk_text(text, self._max_chars)
+        first = self._next_label
+        self._next_label += len(pieces)
+        records = [
+            ChunkRecord(
+                label=first + i,
+                doc_id=doc_id,
+                chunk_id=f"c{i}",
+                text=piece.text,
+                start=piece.start,
+                end=piece.end,
+                content_hash=sha256_text(piece.text)[:CHUNK_HASH_CHARS],
+                index_version=self._version,
+            )
+            for i, piece in enumerate(pieces)
+        ]
+        info = DocumentInfo(doc_id, content_hash, len(records), time.time(), source_path)
+        self._store.put_document(info, text, records)
+        self._pending.update((r.label, r.text) for r in records)
+        self.chunks_added += len(records)
+
+    def _drop(self, doc_id: str) -> bool:
+        labels = self._store.delete_document(doc_id)
+        if labels is None:
+            return False
+        for label in labels:
+            if self._pending.pop(label, None) is None and self._vectors is not None:
+                self._vectors.mark_deleted(label)
+        return True
+
+    def delete(self, doc_id: str) -> bool:
+        """Remove a document; False when it is not in the index."""
+        self._check_open()
+        doc_id = validate_doc_id(doc_id)
+        try:
+            removed = self._drop(doc_id)
+        except BaseException:
+            self._failed = True
+            raise
+        self._changed = self._changed or removed
+        return removed
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        assert self._embedder is not None and self._vectors is not None
+        items = list(self._pending.items())
+        for i in range(0, len(items), self._batch_chunks):
+            batch = items[i : i + self._batch_chunks]
+            vectors = self._embedder.encode([text for _, text in batch])
+            if vectors.shape != (len(batch), self._vectors.dim):
+                raise IndexStoreError(
+                    f"embedder {self._embedder.name} returned shape {vectors.shape} "
+                    f"for {len(batch)} texts"
+                )
+            self._vectors.add([label for label, _ in batch], vectors)
+        self._pending.clear()
+
+    def commit(self) -> int:
+        """Publish the changes atomically; return the new version (unchanged if no change)."""
+        self._check_open()
+        if not self._changed:
+            self.close()
+            return self.base_version
+        try:
+            self._flush()
+            gen_dir = self._publish()
+        except GroundproxyError:
+            self._failed = True
+            self.close()
+            raise
+        except (OSError, RuntimeError) as exc:
+            self._failed = True
+            self.close()
+            raise IndexStoreError(f"tenant {self.tenant!r}: commit failed: {exc}") from exc
+        except BaseException:
+            self._failed = True
+            self.close()
+            raise
+        self._done = True
+        try:
+            collect_garbage(self._dir, Pointer(gen_dir.name, self._version))
+        finally:
+            self._lock.release()
+        return self._version
+
+    def _publish(self) -> Path:
+        assert self._vectors is not None
+        self._vectors.save(self._work / INDEX_FILE)
+        documents = self._store.count_documents()
+        count = self._store.count_chunks()
+        self._store.commit()
+        self._store.close()
+        if count != self._vectors.count:
+            raise IndexStoreError(
+                f"tenant {self.tenant!r}: {count} chunks but {self._vectors.count} vectors"
+            )
+        meta = Meta(
+            version=self._version,
+            dim=self._vectors.dim,
+            embedder=self._embedder_name,
+            count=count,
+            documents=documents,
+            next_label=self._next_label,
+            deleted=self._vectors.deleted_count,
+            index_sha256=sha256_file(self._work / INDEX_FILE),
+            chunks_sha256=sha256_file(self._work / CHUNKS_FILE),
+            created_at=time.time(),
+        )
+        write_meta(self._work, meta)
+        for name in (INDEX_FILE, CHUNKS_FILE, META_FILE):
+            fsync_file(self._work / name)
+        fsync_dir(self._work)
+        gen_dir = self._dir / gen_name(self._version)
+        if gen_dir.exists():  # left by a writer that died before writing CURRENT
+            shutil.rmtree(gen_dir)
+        self._work.rename(gen_dir)
+        self._cleanup = gen_dir  # until CURRENT names it, a failure removes it
+        fsync_dir(self._dir)
+        write_durable(self._dir / CURRENT_TMP, pointer_bytes(Pointer(gen_dir.name, self._version)))
+        os.replace(self._dir / CURRENT_TMP, self._dir / CURRENT)
+        self._cleanup = None  # published: never remove it now
+        fsync_dir(self._dir)
+        return gen_dir
+
+    def close(self) -> None:
+        """Discard uncommitted changes and release the lock (idempotent)."""
+        if self._done:
+            return
+        self._done = True
+        self._discard()
+
+    def _discard(self) -> None:
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.close()
+        if self._cleanup is not None:
+            shutil.rmtree(self._cleanup, ignore_errors=True)
+        self._lock.release()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_done", True):
+            self.close()
+
+    def __enter__(self) -> IndexWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,167 @@
+"""Verdicts, trust score and answer action on hand-built probabilities."""
+
+from __future__ import annotations
+
+import pytest
+
+from guards.decide import (
+    MISMATCH_CAP,
+    MISMATCH_FLOOR,
+    MISSING_CAP,
+    answer_action,
+    decide_claim,
+    resolve_threshold,
+    trust_score,
+)
+from guards.rules import RuleResult
+from guards.types import Claim, ClaimResult, Evidence, Probs
+from policies.schema import Policy
+
+CLAIM = Claim("The warranty lasts 24 months.", (0, 29))
+OK = RuleResult(ok=True)
+
+
+def policy(**overrides: object) -> Policy:
+    data: dict[str, object] = {
+        "tenant": "acme",
+        "keys": ["sha256:" + "0" * 64],
+        "upstream": {"model": "openai/gpt-4o-mini"},
+    }
+    data.update(overrides)
+    return Policy.model_validate(data)
+
+
+def ev(chunk: str) -> Evidence:
+    return Evidence(f"text {chunk}", "handbook.md", chunk, 0.5, (0, 6))
+
+
+def decide(probs: list[Probs], rule: RuleResult = OK, **kw: float) -> ClaimResult:
+    evidence = [ev(f"c{i}") for i in range(len(probs))]
+    return decide_claim(
+        CLAIM,
+        evidence,
+        probs,
+        rule,
+        threshold=kw.get("threshold", 0.6),
+        max_uncertainty=kw.get("max_uncertainty", 0.9),
+    )
+
+
+def test_supported_uses_the_best_pair_and_cites_it() -> None:
+    r = decide([Probs(0.3, 0.1, 0.6), Probs(0.95, 0.01, 0.04), Probs(0.7, 0.1, 0.2)])
+    assert r.verdict == "supported"
+    assert r.probs == Probs(0.95, 0.01, 0.04)
+    assert [e.chunk for e in r.citations] == ["c1", "c2"]
+    assert r.uncertainty == pytest.approx(r.probs.uncertainty())
+    assert r.explanation == "supported by handbook.md#c1 (p=0.95)"
+
+
+def test_citations_are_capped_at_three() -> None:
+    r = decide([Probs(0.9, 0.05, 0.05)] * 5)
+    assert r.verdict == "supported" and len(r.citations) == 3
+
+
+def test_below_threshold_is_unverifiable() -> None:
+    r = decide([Probs(0.5, 0.1, 0.4)])
+    assert r.verdict == "unverifiable"
+    assert r.explanation == "best evidence handbook.md#c0 gives p(supported)=0.50, below 0.60"
+    assert [e.chunk for e in r.citations] == ["c0"]
+
+
+def test_too_uncertain_is_unverifiable() -> None:
+    p = Probs(0.62, 0.19, 0.19)
+    r = decide([p], max_uncertainty=0.5)
+    assert p.uncertainty() > 0.5
+    assert r.verdict == "unverifiable" and "too uncertain" in r.explanation
+
+
+def test_verifier_contradiction() -> None:
+    r = decide([Probs(0.4, 0.3, 0.3), Probs(0.05, 0.85, 0.10)])
+    assert r.verdict == "contradicted"
+    assert r.probs == Probs(0.05, 0.85, 0.10)
+    assert [e.chunk for e in r.citations] == ["c1"]
+    assert r.explanation.startswith("contradicted by handbook.md#c1")
+    weak = decide([Probs(0.1, 0.45, 0.45)])
+    assert weak.verdict == "unverifiable"
+
+
+def test_rule_mismatch_contradicts_with_correction() -> None:
+    rule = RuleResult(
+        ok=False,
+        mismatches=[("24 months", "12 months")],
+        correction="The warranty lasts 12 months.",
+        explanation="evidence states 12 months, claim states 24 months",
+        evidence_index=1,
+    )
+    r = decide_claim(
+        CLAIM,
+        [ev("c0"), ev("c1")],
+        [Probs(0.9, 0.02, 0.08), Probs(0.7, 0.06, 0.24)],
+        rule,
+        threshold=0.6,
+        max_uncertainty=0.9,
+        correction_probs=Probs(0.8, 0.04, 0.16),
+    )
+    assert r.verdict == "contradicted"
+    assert r.correction == "The warranty lasts 12 months."
+    assert r.explanation == "evidence states 12 months, claim states 24 months"
+    assert [e.chunk for e in r.citations] == ["c1"]
+    assert r.probs.supported <= MISMATCH_CAP and r.probs.contradicted >= MISMATCH_FLOOR
+    assert sum((r.probs.supported, r.probs.contradicted, r.probs.unverifiable)) == pytest.approx(1)
+    assert r.correction_support == 0.8
+
+
+def test_missing_rule_caps_support() -> None:
+    rule = RuleResult(ok=False, missing=["24 months"], explanation="claim states 24 months; no")
+    r = decide([Probs(0.95, 0.01, 0.04)], rule)
+    assert r.verdict == "unverifiable"
+    assert r.probs.supported == MISSING_CAP
+    assert r.probs.unverifiable == pytest.approx(0.04 + 0.95 - MISSING_CAP)
+    assert r.explanation == rule.explanation
+
+
+def test_no_evidence() -> None:
+    r = decide_claim(CLAIM, [], [], OK, threshold=0.6, max_uncertainty=0.9)
+    assert r.verdict == "unverifiable" and r.explanation == "no evidence found"
+    assert r.citations == [] and r.probs.supported == 0.0
+    with pytest.raises(ValueError):
+        decide_claim(CLAIM, [ev("c0")], [], OK, threshold=0.6, max_uncertainty=0.9)
+
+
+def _result(verdict: str, supported: float) -> ClaimResult:
+    p = Probs(supported, (1 - supported) / 2, (1 - supported) / 2)
+    return ClaimResult(CLAIM, verdict, p, p.uncertainty())  # type: ignore[arg-type]
+
+
+def test_trust_formula() -> None:
+    results = [
+        _result("supported", 0.9),
+        _result("contradicted", 0.2),  # counts 0, not 0.2
+        _result("unverifiable", 0.3),
+    ]
+    assert trust_score(results) == pytest.approx((0.9 + 0.0 + 0.3) / 3)
+    assert trust_score([]) == 1.0
+
+
+def test_answer_action_per_policy() -> None:
+    p = policy()
+    sup, con, unv = (
+        _result("supported", 0.9),
+        _result("contradicted", 0.1),
+        _result("unverifiable", 0.5),
+    )
+    assert answer_action([sup], p, 0.9) == "none"
+    assert answer_action([], p, 1.0) == "none"
+    assert answer_action([sup, unv], p, 0.7) == "flag"
+    assert answer_action([sup, con, unv], p, 0.5) == "rewrite"
+    assert answer_action([sup, con], p, 0.1) == "block"  # below block_below_trust 0.2
+    blocky = policy(actions={"contradicted": "block"})
+    assert answer_action([sup, con], blocky, 0.9) == "block"
+    soft = policy(actions={"contradicted": "annotate", "unverifiable": "annotate"})
+    assert answer_action([sup, con, unv], soft, 0.5) == "annotate"
+
+
+def test_threshold_resolution() -> None:
+    assert resolve_threshold(policy(verifier={"threshold": 0.4})) == 0.4
+    assert resolve_threshold(policy(verifier={"threshold": "calibrated"})) == 0.6
+    assert resolve_threshold(policy(verifier={"threshold": "calibrated"}), 0.45) == 0.45

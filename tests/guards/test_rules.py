@@ -1,0 +1,108 @@
+"""Symbolic checks: numbers, dates, units and named entities."""
+
+from __future__ import annotations
+
+from guards.entities import mentions, named_entities
+from guards.quantities import extract_quantities
+from guards.rules import check_claim
+from policies.schema import RulesPolicy
+
+WARRANTY_EVIDENCE = ["Every robot comes with a warranty of 12 months from the date of purchase."]
+
+
+def test_value_mismatch_gives_correction_and_explanation() -> None:
+    r = check_claim("The warranty lasts 24 months.", WARRANTY_EVIDENCE)
+    assert not r.ok
+    assert r.mismatches == [("24 months", "12 months")]
+    assert r.correction == "The warranty lasts 12 months."
+    assert r.explanation == "evidence states 12 months, claim states 24 months"
+    assert r.evidence_index == 0
+    assert r.missing == []
+
+
+def test_mismatch_comes_from_the_first_evidence_that_has_one() -> None:
+    evidence = ["Shipping takes 3 days.", "The Pro plan is $20 per month."]
+    r = check_claim("The Pro plan costs $25 per month.", evidence)
+    assert r.mismatches == [("$25", "$20")]
+    assert r.correction == "The Pro plan costs $20 per month."
+    assert r.evidence_index == 1
+
+
+def test_missing_number() -> None:
+    r = check_claim("The warranty lasts 24 months.", ["Shipping takes 3 days."])
+    assert not r.ok
+    assert r.missing == ["24 months"]
+    assert r.mismatches == [] and r.correction is None
+    assert r.explanation == "claim states 24 months; no evidence states it"
+    off = check_claim(
+        "The warranty lasts 24 months.",
+        ["Shipping takes 3 days."],
+        RulesPolicy(numbers_need_evidence=False),
+    )
+    assert off.ok
+
+
+def test_unrelated_year_is_missing_not_a_mismatch() -> None:
+    r = check_claim("He won the award in 1980.", ["He was born in 1950 in Ohio."])
+    assert r.missing == ["1980"] and r.mismatches == []
+    moved = check_claim("He moved to Paris in 1971.", ["He moved to Paris in 1970."])
+    assert moved.mismatches == [("1971", "1970")]
+    assert moved.correction == "He moved to Paris in 1970."
+
+
+def test_numbers_present_in_other_forms() -> None:
+    evidence = ["Revenue reached 1.5 million dollars, up 12 percent, on March 3, 2021."]
+    assert check_claim("Revenue was $1,500,000.", evidence).ok
+    assert check_claim("Revenue grew 12%.", evidence).ok
+    assert check_claim("That was on 2021-03-03.", evidence).ok
+    assert check_claim("That happened in 2021.", evidence).ok
+    assert check_claim("The warranty lasts twelve months.", WARRANTY_EVIDENCE).ok
+
+
+def test_missing_entity() -> None:
+    r = check_claim(
+        "The robot was designed by Tesla engineers in Berlin.",
+        ["The robot was designed by our engineers in Munich."],
+    )
+    assert not r.ok
+    assert r.missing == ["Tesla", "Berlin"]
+    assert "claim names Berlin; no evidence mentions it" in r.explanation
+    assert check_claim(
+        "Arthur's Magazine was founded first.", ["arthur magazine (1844) came first"]
+    ).ok
+    off = check_claim("Berlin is nice.", [], RulesPolicy(entities_need_evidence=False))
+    assert off.ok
+
+
+def test_quantity_extraction_forms() -> None:
+    found = {
+        (q.display, q.kind, q.value)
+        for q in extract_quantities(
+            "It cost $12 and 1,000 units, 1k users, 3 million people, 12%, 1.5 km, "
+            "in 1950, on March 3, 2021 and 2021-03-04; the 3rd time with 4G."
+        )
+    }
+    assert ("$12", "money", 12.0) in found
+    assert ("1,000 units", "number", 1000.0) in found
+    assert ("1k users", "number", 1000.0) in found
+    assert ("3 million people", "number", 3e6) in found
+    assert ("12%", "percent", 12.0) in found
+    assert ("1.5 km", "number", 1.5) in found
+    assert ("1950", "year", 1950.0) in found
+    assert ("March 3, 2021", "date", "2021-03-03") in found
+    assert ("2021-03-04", "date", "2021-03-04") in found
+    assert not any(d.startswith(("3rd", "4")) for d, _, _ in found)
+
+
+def test_named_entities_skip_sentence_initial_common_words() -> None:
+    assert named_entities("The Eiffel Tower is in Paris, France.") == [
+        "Eiffel Tower",
+        "Paris",
+        "France",
+    ]
+    assert named_entities("Warranty claims go to the Bank of America in May.") == [
+        "Bank of America"
+    ]
+    assert named_entities("NASA launched it.") == ["NASA"]
+    assert mentions("Priscilla Presley's", ["priscilla presley was married"])
+    assert not mentions("Lisa Marie", ["Marie Curie"])

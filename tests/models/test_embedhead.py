@@ -1,0 +1,120 @@
+"""The shipped embedhead verifier: loads, checks its checksum, and gets easy pairs right."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guards.errors import ModelLoadError
+from guards.types import Pair
+from models.embedhead_verifier import MODEL_DIR, EmbedHeadVerifier, load_meta
+from models.features import N_FEATURES, featurize, split_sentences
+from models.registry import VerifierRegistry
+
+EVIDENCE = "Every robot has a warranty of 12 months."
+SUPPORTED = Pair("The warranty lasts 12 months.", EVIDENCE)
+CONTRADICTED = Pair("The warranty lasts 24 months.", EVIDENCE)
+UNVERIFIABLE = Pair("The Eiffel Tower was painted green in 1850.", EVIDENCE)
+
+
+@pytest.fixture(scope="module")
+def verifier() -> EmbedHeadVerifier:
+    return EmbedHeadVerifier("int8")
+
+
+def test_shipped_files_and_size() -> None:
+    meta = load_meta(MODEL_DIR)
+    total = sum(p.stat().st_size for p in MODEL_DIR.iterdir() if p.is_file())
+    assert total <= 30 * 1024 * 1024
+    assert meta["n_features"] == N_FEATURES
+    for variant in ("int8", "fp32"):
+        assert (MODEL_DIR / meta["files"][variant]).is_file()
+    assert 0.0 < meta["threshold"] < 1.0
+
+
+def test_corrupt_model_is_a_load_error(tmp_path: Path) -> None:
+    copy = tmp_path / "embedhead"
+    shutil.copytree(MODEL_DIR, copy)
+    meta = load_meta(copy)
+    target = copy / meta["files"]["int8"]
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match="checksum"):
+        EmbedHeadVerifier("int8", model_dir=copy)
+
+
+def test_missing_model_dir_is_a_load_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError):
+        EmbedHeadVerifier("int8", model_dir=tmp_path / "nowhere")
+
+
+def test_registry_names_it() -> None:
+    from models.registry import available
+
+    assert "embedhead" in available()
+    assert "embedhead-fp32" in available()
+    assert VerifierRegistry().get("embedhead").name == "embedhead"
+
+
+def test_hand_written_pairs(verifier: EmbedHeadVerifier) -> None:
+    sup, con, unv = verifier.score([SUPPORTED, CONTRADICTED, UNVERIFIABLE])
+    # supported: the model says supported, above the shipped decision threshold
+    assert sup.supported == max(sup.supported, sup.contradicted, sup.unverifiable)
+    assert sup.supported >= verifier.threshold
+    # a swapped number: P(supported) clearly lower, and below the decision threshold
+    assert con.supported < sup.supported - 0.2
+    assert con.supported < verifier.threshold
+    # an unrelated claim: unverifiable is the top label
+    assert unv.unverifiable == max(unv.supported, unv.contradicted, unv.unverifiable)
+    assert unv.supported < verifier.threshold
+
+
+def test_probabilities_sum_to_one_and_batch_matches_single(verifier: EmbedHeadVerifier) -> None:
+    pairs = [
+        SUPPORTED,
+        CONTRADICTED,
+        UNVERIFIABLE,
+        Pair("Robots are covered for a year.", EVIDENCE + " Shipping is free in the EU."),
+        Pair("Shipping costs 5 euros.", "Shipping is free in the EU.\nReturns take 30 days."),
+        Pair("", "Nothing here."),
+        Pair("Returns take 30 days.", ""),
+    ] * 3
+    batch = verifier.score(pairs)
+    assert len(batch) == len(pairs)
+    for p in batch:
+        total = p.supported + p.contradicted + p.unverifiable
+        assert abs(total - 1.0) < 1e-6
+        assert min(p.supported, p.contradicted, p.unverifiable) >= 0.0
+    for pair, got in zip(pairs[:7], batch[:7], strict=True):
+        (single,) = verifier.score([pair])
+        assert abs(single.supported - got.supported) < 1e-4
+        assert abs(single.contradicted - got.contradicted) < 1e-4
+    assert verifier.score([]) == []
+
+
+def test_featurize_one_encode_call() -> None:
+    calls: list[int] = []
+
+    def encode(texts: object) -> np.ndarray:
+        items = list(texts)  # type: ignore[call-overload]
+        calls.append(len(items))
+        rng = np.random.default_rng(len(items))
+        v = rng.normal(size=(len(items), 384)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    feats = featurize([("a b c.", "x. y. z."), ("a b c.", "x. y. z.")], encode)
+    assert feats.shape == (2, N_FEATURES)
+    assert len(calls) == 1
+    assert np.array_equal(feats[0], feats[1])
+
+
+def test_sentence_splitter() -> None:
+    assert split_sentences("Dr. Smith left. He won 3.5 million!\n[Human]: hi") == [
+        "Dr. Smith left.",
+        "He won 3.5 million!",
+        "[Human]: hi",
+    ]

@@ -1,0 +1,20 @@
+"""Shared fixtures of the retrieval tests: the real embedder (loaded once) and helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from guards.types import Embedder
+from retrieval.embedder import load_embedder
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Embedder:
+    """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
+    return load_embedder("minilm")
+
+
+@pytest.fixture(scope="session")
+def hashing() -> Embedder:
+    """A fast lexical embedder for storage tests that don't need semantics."""
+    return load_embedder("hashing")
