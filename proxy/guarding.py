@@ -13,13 +13,13 @@ from pathlib import Path
 
 import anyio
 import structlog
-from guards.pipeline import run_guard, unverified_report
-from retrieval.tenant_index import IndexManager
 
 from guards.errors import GroundproxyError, GuardTimeoutError
+from guards.pipeline import run_guard, unverified_report
 from guards.types import Embedder, EvidenceSource, GuardReport
 from models.registry import VerifierRegistry
 from policies.schema import Policy
+from retrieval.tenant_index import IndexManager
 
 log = structlog.get_logger(__name__)
 

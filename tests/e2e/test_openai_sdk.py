@@ -14,6 +14,7 @@ from proxy.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS
 
 pytestmark = pytest.mark.slow
+AUDIT_DIR = Path(__file__).resolve().parent / "audit_connect"
 
 CONTRACT_HEADERS = (
     "x-groundproxy-trust",
@@ -29,15 +30,23 @@ CONTRACT_HEADERS = (
 
 @pytest.fixture(scope="module")
 def base_url(
-    policies_dir: Path, data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    policies_dir: Path, data_dir: Path, upstream_port: int,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     port = free_port()
-    log = tmp_path_factory.mktemp("proxy-log") / "proxy.log"
-    proc: subprocess.Popen[bytes] = start_proxy(port, policies_dir, data_dir, log_path=log)
+    logs = tmp_path_factory.mktemp("proxy-log")
+    log, connects = logs / "proxy.log", logs / "connects.log"
+    env = {"PYTHONPATH": str(AUDIT_DIR), "GP_CONNECT_LOG": str(connects)}
+    proc: subprocess.Popen[bytes] = start_proxy(port, policies_dir, data_dir, env=env,
+                                                log_path=log)
     try:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         stop_process(proc)
+    # The proxy opens no outbound connection except to the configured upstream.
+    destinations = set(connects.read_text(encoding="utf-8").splitlines())
+    assert destinations, "the audit hook recorded nothing: the upstream was never called?"
+    assert destinations == {f"('127.0.0.1', {upstream_port})"}, destinations
     text = log.read_text(encoding="utf-8", errors="replace")
     assert KEYS["acme"] not in text, "an API key reached the logs"
     assert "24 months" not in text, "an answer body reached the logs"
