@@ -2,6 +2,9 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# torch is pinned to its CPU build: from a local wheel folder where the machine has one,
+# else from PyTorch's CPU index.
+TORCH_SOURCE ?= $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -11,8 +14,8 @@ export TOKENIZERS_PARALLELISM := false
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q pip==26.3 setuptools==84.2.1 wheel==0.48.0
+	$(PY) -m pip install -q $(TORCH_SOURCE) -r requirements.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 

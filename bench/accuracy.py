@@ -132,7 +132,8 @@ def main() -> None:
     claims = str(v32.meta.get("claims", "whole")) if args.claims == "meta" else args.claims
     lex = LexicalVerifier()
     table: list[dict[str, Any]] = []
-    files = sorted((args.data / "eval").glob("*.jsonl"))
+    # smallest files first, so a partial run has covered the most datasets
+    files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     for path in files:
         rows = read_rows(path, args.limit)
         labels = [int(r["label_hallucinated"]) for r in rows]
@@ -154,6 +155,14 @@ def main() -> None:
                     "ms_per_example": round(1000.0 * secs / len(rows), 2),
                     "threshold": thr,
                 }
+            )
+            r = table[-1]
+            print(
+                f"  {r['dataset']:<24}{r['verifier']:<16}{r['n']:>6}"
+                f"{r['balanced_accuracy']:>9.3f}{r['f1_hallucinated']:>9.3f}"
+                f"{r['roc_auc']:>9.3f}{r['ms_per_example']:>9.1f}",
+                file=sys.stderr,
+                flush=True,
             )
     print(f"\nclaims={claims}  (context mode; thresholds from train data only)")
     print(

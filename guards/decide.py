@@ -19,9 +19,17 @@ Trust score of an answer with claims c_1 … c_n::
 
 and T = 1.0 when there are no claims (nothing was asserted).
 
-Answer action: ``block`` when any non-supported claim's policy action is ``block`` or
-T < ``actions.block_below_trust``; else the strongest action used among the
-non-supported claims (rewrite > flag > annotate); ``none`` when every claim is supported.
+Answer action: ``block`` when any non-supported claim's policy action is ``block``;
+else the strongest action used among the non-supported claims (rewrite > flag >
+annotate); ``none`` when every claim is supported. Then the trust floor
+(:func:`below_floor`): the answer is blocked when the text that would be returned has
+T < ``actions.block_below_trust`` AND at least one claim is ``contradicted``. Both parts
+are deliberate: the floor judges what the client would get (an answer whose one wrong
+value was corrected is not blocked for the value it no longer states), and it needs
+evidence *against* the answer — a low T made only of unverifiable claims (nothing found,
+weak support) is what ``actions.unverifiable`` handles; blocking it hides right answers
+the evidence merely fails to cover (on HaluEval, context mode, an unconditional floor
+blocked 30% of the correct answers; bench/rewrite.py).
 """
 
 from __future__ import annotations
@@ -186,12 +194,18 @@ def verdict_action(verdict: Verdict, policy: Policy) -> ActionName | None:
     return None
 
 
-def answer_action(results: Sequence[ClaimResult], policy: Policy, trust: float) -> AnswerAction:
-    """The answer-level action (see the module docstring)."""
+def answer_action(results: Sequence[ClaimResult], policy: Policy) -> AnswerAction:
+    """The answer-level action before the trust floor (see the module docstring)."""
     used = {verdict_action(r.verdict, policy) for r in results} - {None}
-    if "block" in used or (results and trust < policy.actions.block_below_trust):
-        return "block"
-    for name in ("rewrite", "flag", "annotate"):
+    order: tuple[AnswerAction, ...] = ("block", "rewrite", "flag", "annotate")
+    for name in order:
         if name in used:
             return name
     return "none"
+
+
+def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: float) -> bool:
+    """Does the trust floor block this answer? (T of the returned text, and a
+    contradicted claim among the results; see the module docstring.)"""
+    contradicted = any(r.verdict == "contradicted" for r in results)
+    return contradicted and returned_trust < policy.actions.block_below_trust

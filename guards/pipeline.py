@@ -20,7 +20,13 @@ from collections.abc import Callable, Sequence
 
 from guards.claims import decompose
 from guards.context import context_evidence, refine_hits, select_evidence
-from guards.decide import answer_action, decide_claim, resolve_threshold, trust_score
+from guards.decide import (
+    answer_action,
+    below_floor,
+    decide_claim,
+    resolve_threshold,
+    trust_score,
+)
 from guards.errors import GroundproxyError, GuardError
 from guards.rewrite import render
 from guards.rules import RuleResult, check_claim
@@ -158,8 +164,9 @@ def _guard(
         for i, claim in enumerate(claims)
     ]
     trust = trust_score(results)
-    action = answer_action(results, policy, trust)
-    rendered = render(answer, results, policy, action)
+    rendered = render(answer, results, policy, answer_action(results, policy))
+    if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
+        rendered = render(answer, results, policy, "block")
     return GuardReport(
         original=answer,
         text=rendered.text,

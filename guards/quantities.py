@@ -5,8 +5,28 @@ value 24.0, unit "month", surface "24", display "24 months". Recognized forms: i
 and decimals ("1,000", "1.5"), scale suffixes and words ("1k", "$1.5M", "3 million"),
 percentages ("12%", "12 percent"), money ("$12", "€5", "12 dollars"), years, dates
 ("March 3, 2021", "3 March 2021", "2021-03-03", "March 2021", "March 3") and number
-words followed by a noun ("twelve months", "twenty-four hours"). Ordinals ("3rd") and
-digits glued to letters ("4G", "B2B") are not quantities.
+words — whole phrases, "one thousand", "twenty-four", "one hundred and twenty" — followed
+by a noun ("twelve months", "one thousand people"), or carrying a scale word on their own
+("two million"). A lone "one" counts only before a unit of measure ("one year"; not "one
+of", "one day he left"). Ordinals ("3rd") and digits glued to letters ("4G", "B2B") are
+not quantities.
+
+Units of measure are converted (:data:`UNITS`): "12 months" = "1 year" = "one year",
+"90 minutes" = "1.5 hours", "5 km" = "5,000 meters"; months/years and days/weeks are
+compared within 3% of each other ("30 days" ≈ "1 month", "52 weeks" ≈ "1 year"), every
+other pair exactly. A value and its unit are one *slot*: quantities compare (and a
+mismatch can correct) only within a dimension (time, length, mass, data size) or the
+same noun ("3 parts" vs "5 parts").
+
+Why hand-written and not a library: we need exact character spans of the value and of
+value+unit (a correction substitutes them in the claim's own words), a year/date/money
+/percent distinction, and a few microseconds per sentence inside a latency budget.
+quantulum3 (the maintained extractor) and word2number (number words; unmaintained since
+2017) were considered: quantulum3 would replace this module's number and unit parsing but
+not its dates and brings its own dependencies (inflect, num2words) and a per-call cost that
+is not budgeted for yet; dates stay ours as dateparser parses one date string, it does
+not find dates in running text with their offsets. This module stays small and is
+covered by tests/guards/test_rules.py.
 """
 
 from __future__ import annotations
@@ -44,17 +64,48 @@ _NUMBER = re.compile(
     r"(?:(k|K|m|M|bn|BN)\b|\s?(thousand|million|billion|trillion)\b)?"
     r"(?!\.\d)(?!:\d)(?![A-Za-z])"
 )
+_WORD_VALUES: dict[str, float] = {"one": 1.0, **{k: float(v) for k, v in NUMBER_WORDS.items()}}
+_WORD_SCALES = {"hundred": 100.0, "thousand": 1e3, "million": 1e6, "billion": 1e9,
+                "trillion": 1e12}  # fmt: skip
+_NW = "|".join(sorted({*_WORD_VALUES, *_WORD_SCALES}, key=len, reverse=True))
 _NUMBER_WORD = re.compile(
-    r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")"
-    r"(?:-(one|two|three|four|five|six|seven|eight|nine))?\b",
+    rf"\b(?:{_NW})(?:(?:-|\s+|\s+and\s+)(?:{_NW}))*\b",
     re.IGNORECASE,
 )
 _PERCENT_AFTER = re.compile(r"\s?(?:%|percent\b|per\s+cent\b)", re.IGNORECASE)
 _UNIT_AFTER = re.compile(r"(?:-|\s+)([A-Za-z][A-Za-z.]*)")
-_ONES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-         "eight": 8, "nine": 9}  # fmt: skip
 _TIME_UNITS = {"am": "am", "a.m.": "am", "a.m": "am", "pm": "pm", "p.m.": "pm", "p.m": "pm"}
 _NOT_UNITS = ENGLISH_STOP_WORDS | {"per"}
+
+# unit (singular, as _singular leaves it) → (dimension, size in the dimension's base unit)
+_DAY, _YEAR = 86400.0, 365.2425 * 86400.0
+UNITS: dict[str, tuple[str, float]] = {
+    **{u: ("time", 1.0) for u in ("second", "sec", "s")},
+    **{u: ("time", 60.0) for u in ("minute", "min")},
+    **{u: ("time", 3600.0) for u in ("hour", "hr", "h")},
+    "day": ("time", _DAY), "week": ("time", 7 * _DAY), "fortnight": ("time", 14 * _DAY),
+    **{u: ("time", _YEAR / 12) for u in ("month", "mo")},
+    **{u: ("time", _YEAR) for u in ("year", "yr", "y")},
+    "decade": ("time", 10 * _YEAR), "century": ("time", 100 * _YEAR),
+    **{u: ("length", 1e-3) for u in ("millimeter", "millimetre", "mm")},
+    **{u: ("length", 1e-2) for u in ("centimeter", "centimetre", "cm")},
+    **{u: ("length", 1.0) for u in ("meter", "metre", "m")},
+    **{u: ("length", 1e3) for u in ("kilometer", "kilometre", "km")},
+    **{u: ("length", 0.0254) for u in ("inch", "inche", "in")},
+    **{u: ("length", 0.3048) for u in ("foot", "feet", "ft")},
+    **{u: ("length", 1609.344) for u in ("mile", "mi")},
+    **{u: ("mass", 1e-3) for u in ("gram", "gramme", "g")},
+    **{u: ("mass", 1.0) for u in ("kilogram", "kilo", "kg")},
+    **{u: ("mass", 1e3) for u in ("tonne", "ton")},
+    **{u: ("mass", 0.45359237) for u in ("lb", "lbs")},
+    **{u: ("data", 1e3) for u in ("kilobyte", "kb")},
+    **{u: ("data", 1e6) for u in ("megabyte", "mb")},
+    **{u: ("data", 1e9) for u in ("gigabyte", "gb")},
+    **{u: ("data", 1e12) for u in ("terabyte", "tb")},
+}  # fmt: skip
+# Calendar units (month, year …) against day-based ones (day, week …): equal within this.
+_CALENDAR = {"month", "mo", "year", "yr", "y", "decade", "century"}
+CROSS_CALENDAR_TOLERANCE = 0.03
 
 
 @dataclass(frozen=True)
@@ -65,10 +116,29 @@ class Quantity:
     surface: str  # the value as written: "24", "$12", "March 3, 2021"
     display: str  # value and unit as written: "24 months", "12-month", "$12"
     span: tuple[int, int]  # of ``surface``
+    display_end: int = -1  # end of ``display`` (it starts at span[0]); -1: span[1]
+
+    @property
+    def display_span(self) -> tuple[int, int]:
+        return self.span[0], self.span[1] if self.display_end < 0 else self.display_end
+
+    def base_value(self) -> float | None:
+        """The value in its dimension's base unit (seconds, meters …), when it has one."""
+        dim = UNITS.get(self.unit)
+        if dim is None or not isinstance(self.value, float) or self.kind != "number":
+            return None
+        return self.value * dim[1]
 
     def same_value(self, other: Quantity) -> bool:
-        """Equal values; a year matches a date in that year, a month a day in it."""
+        """Equal values (converted when both have a unit of measure); a year matches a
+        date in that year, a month a day in it."""
         a, b = self.value, other.value
+        ba, bb = self.base_value(), other.base_value()
+        if ba is not None and bb is not None and self.unit_key() == other.unit_key():
+            tol = 1e-9
+            if (self.unit in _CALENDAR) != (other.unit in _CALENDAR):
+                tol = CROSS_CALENDAR_TOLERANCE
+            return abs(ba - bb) <= tol * max(abs(ba), abs(bb), 1e-12)
         if isinstance(a, float) and isinstance(b, float):
             return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
         sa = str(int(a)) if isinstance(a, float) and a.is_integer() else str(a)
@@ -80,6 +150,9 @@ class Quantity:
             return "<date>"
         if self.kind == "percent":
             return "%"
+        dim = UNITS.get(self.unit)
+        if dim is not None and self.kind == "number":
+            return f"<{dim[0]}>"
         return self.unit
 
 
@@ -116,6 +189,46 @@ def _to_float(digits: str, decimals: str | None, suffix: str | None, scale: str 
     if scale:
         value *= SCALES[scale.lower()]
     return value
+
+
+_DURATION_LEAD = re.compile(
+    r"(?:for|within|in|after|of|than|lasts?|lasted|takes?|took|about|only|just|over|under)"
+    r"\s+$",
+    re.IGNORECASE,
+)
+
+
+def _idiom(text: str, start: int, unit: str) -> bool:
+    """"one day" / "one time" without a duration word before it ("One day he left")."""
+    return unit == "day" and not _DURATION_LEAD.search(text, max(0, start - 12), start)
+
+
+def _word_phrase(phrase: str) -> tuple[float, str, bool] | None:
+    """Value of a number-word phrase ("one hundred and twenty"), the part of the phrase
+    that was used (a dangling "and" is not), and whether it carries a scale word."""
+    tokens = re.findall(r"[A-Za-z]+|[^A-Za-z]+", phrase)
+    total, current, used, scaled, seen = 0.0, 0.0, 0, False, False
+    for i, tok in enumerate(tokens):
+        low = tok.lower()
+        if not tok.isalpha() or low == "and":
+            continue
+        if low in _WORD_SCALES:
+            if not seen:
+                return None  # "hundred" / "thousand" alone: "thousands of …"
+            scale = _WORD_SCALES[low]
+            if scale == 100.0:
+                current = (current or 1.0) * 100.0
+            else:
+                total += (current or 1.0) * scale
+                current = 0.0
+            scaled = True
+        else:
+            current += _WORD_VALUES[low]
+        seen = True
+        used = i + 1
+    if not seen:
+        return None
+    return total + current, "".join(tokens[:used]), scaled
 
 
 def _dates(text: str, taken: list[tuple[int, int]]) -> list[Quantity]:
@@ -192,18 +305,28 @@ def extract_quantities(text: str) -> list[Quantity]:
         ):
             kind = "year"
         display = text[m.start() : unit_end] if unit else surface
-        found.append(Quantity(value, kind, unit, surface, display, m.span()))
+        end = unit_end if unit else m.end()
+        found.append(Quantity(value, kind, unit, surface, display, m.span(), end))
         taken.append((m.start(), max(m.end(), unit_end)))
 
     for m in _NUMBER_WORD.finditer(text):
         if not free(m.start(), m.end()):
             continue
-        unit, unit_end = _unit_after(text, m.end())
-        if not unit:
+        phrase = _word_phrase(m.group(0))
+        if phrase is None:
+            continue
+        value, words, scaled = phrase
+        surface = m.group(0)[: len(words)]
+        s_end = m.start() + len(surface)
+        unit, unit_end = _unit_after(text, s_end)
+        if surface.lower() == "one" and (unit not in UNITS or _idiom(text, m.start(), unit)):
+            continue  # "one of them", "one day he left": not a measurement
+        if not unit and not scaled:
             continue  # "two of them": too idiomatic to demand evidence for
-        value = float(NUMBER_WORDS[m.group(1).lower()] + _ONES.get((m.group(2) or "").lower(), 0))
         kind = "money" if unit in ("$", "€", "£", "¥") else "number"
-        found.append(Quantity(value, kind, unit, m.group(0), text[m.start() : unit_end], m.span()))
-        taken.append((m.start(), unit_end))
+        end = unit_end if unit else s_end
+        span = (m.start(), s_end)
+        found.append(Quantity(value, kind, unit, surface, text[m.start() : end], span, end))
+        taken.append((m.start(), end))
     found.sort(key=lambda q: q.span)
     return found

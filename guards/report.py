@@ -1,7 +1,8 @@
 """The ``groundproxy`` body object and the ``x-groundproxy-*`` headers (DESIGN.md, Contracts).
 
 Body keys: trust, action, policy, claims[{text, span, verdict, probs, uncertainty,
-citations[{doc, chunk, score, quote, span}], action, correction (only when set),
+citations[{doc, chunk, score, quote, span, content_hash,
+index_version}], action, correction (only when set),
 explanation}], plus latency_ms, verifier and unverified. Header names are lower-case
 and their values are header-safe (no CR/LF or other control characters, latin-1 only).
 """
@@ -35,6 +36,9 @@ def _citation(e: Evidence) -> dict[str, Any]:
         "score": round(e.score, 3),
         "quote": e.text,
         "span": [e.span[0], e.span[1]],
+        # Provenance (VeriTrail): null for the request's own context messages.
+        "content_hash": e.content_hash or None,
+        "index_version": e.index_version if e.source == "index" else None,
     }
 
 

@@ -152,15 +152,36 @@ def _apply(answer: str, edits: list[_Edit], capitalize: set[int]) -> str:
     return "".join(out)
 
 
+Cited = dict[str, tuple[int, Evidence]]  # doc#chunk → (footnote number, evidence)
+
+
+def footnote_block(cited: Cited) -> str:
+    """The "Sources:" block (without the blank line before it)."""
+    notes = [f'[{n}] {key} — "{_quote(e)}"' for key, (n, e) in cited.items()]
+    return "Sources:\n" + "\n".join(notes)
+
+
 def render(
-    answer: str, results: Sequence[ClaimResult], policy: Policy, action: AnswerAction
+    answer: str,
+    results: Sequence[ClaimResult],
+    policy: Policy,
+    action: AnswerAction,
+    *,
+    cited: Cited | None = None,
+    segment: bool = False,
 ) -> Rendered:
-    """Apply ``action`` and the per-claim policy actions; sets each ``ClaimResult.action``."""
+    """Apply ``action`` and the per-claim policy actions; sets each ``ClaimResult.action``.
+
+    ``segment`` renders one piece of a streamed answer (``stream: sentence``): citation
+    numbers continue in the caller's ``cited`` map, no "Sources:" block is appended (the
+    stream appends it once, at the end), and a piece whose claims are all removed is
+    removed rather than turned into a block (the rest of the answer may still stand).
+    """
     if action == "block":
         for r in results:
             r.action = "blocked"
         return Rendered(policy.actions.refusal, None, "block", True)
-    cited: dict[str, tuple[int, Evidence]] = {}
+    cited = {} if cited is None else cited
     edits: list[_Edit] = []
     removals: list[_Edit] = []
     capitalize: set[int] = set()
@@ -197,14 +218,13 @@ def render(
             edits.append(_Edit(at, at, policy.actions.flag_marker))
         else:
             r.action = "annotated"
-    if results and all(r.action == "removed" for r in results):
+    if results and all(r.action == "removed" for r in results) and not segment:
         return render(answer, results, policy, "block")
     text = _apply(answer, [*edits, *removals, *_drop_empty_lines(answer, removals)], capitalize)
     if removals and answer == answer.rstrip():
         text = text.rstrip()  # a removed last paragraph leaves no trailing blank line
-    if policy.citations == "footnotes" and cited:
-        notes = [f'[{n}] {key} — "{_quote(e)}"' for key, (n, e) in cited.items()]
-        text = text.rstrip() + "\n\nSources:\n" + "\n".join(notes)
+    if policy.citations == "footnotes" and cited and not segment:
+        text = text.rstrip() + "\n\n" + footnote_block(cited)
     return Rendered(text, rendered_trust(results), action, False)
 
 

@@ -3,6 +3,8 @@
 - ``numbers_need_evidence``: every quantity of the claim (number, amount, percentage,
   year, date) must appear in some evidence with the same value and a compatible unit;
   otherwise it is *missing* ("claim states 24 months; no evidence states it").
+- Quantities are compared after unit conversion (:mod:`guards.quantities`: "12 months"
+  = "1 year" = "one year", "1k" = "1,000" = "one thousand").
 - Value mismatch (always checked): for a quantity no evidence states, the first evidence
   (in rank order) holding a different value with the same unit or noun, near a word the
   claim also uses near its value, gives a *mismatch* and a *correction* — the claim with
@@ -83,8 +85,15 @@ def _comparable(q: Quantity, e: Quantity) -> bool:
     return True
 
 
-def _replacement(q: Quantity, e: Quantity) -> str:
-    """The text that replaces the claim's value: the evidence's, in the claim's style."""
+def _replacement(q: Quantity, e: Quantity) -> tuple[tuple[int, int], str]:
+    """The claim span to replace and its new text: the evidence's value in the claim's
+    style; value and unit together when the units differ ("2 years" → "12 months")."""
+    if q.unit != e.unit and q.kind == "number":
+        return q.display_span, e.display
+    return q.span, _value_text(q, e)
+
+
+def _value_text(q: Quantity, e: Quantity) -> str:
     ev = e.surface
     if q.kind == "money":
         claim_symbol = q.surface[:1] in _CURRENCIES
@@ -126,7 +135,7 @@ def check_claim(
     evidence_qs = [extract_quantities(t) for t in evidence]
     missing: list[str] = []
     mismatches: list[tuple[str, str]] = []
-    swaps: list[tuple[Quantity, str]] = []
+    swaps: list[tuple[tuple[int, int], str]] = []
     mismatch_at: int | None = None
     notes: list[str] = []
     for q in extract_quantities(claim):
@@ -136,7 +145,7 @@ def check_claim(
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
             mismatch_at, e = found
             mismatches.append((q.display, e.display))
-            swaps.append((q, _replacement(q, e)))
+            swaps.append(_replacement(q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
         elif rules.numbers_need_evidence:
             missing.append(q.display)
@@ -149,8 +158,8 @@ def check_claim(
     correction: str | None = None
     if swaps:
         correction = claim
-        for q, new in sorted(swaps, key=lambda s: s[0].span[0], reverse=True):
-            correction = correction[: q.span[0]] + new + correction[q.span[1] :]
+        for (start, end), new in sorted(swaps, reverse=True):
+            correction = correction[:start] + new + correction[end:]
     return RuleResult(
         ok=not missing and not mismatches,
         missing=missing,

@@ -103,7 +103,18 @@ class EmbedHeadVerifier:
         if len(features) == 0:
             return np.zeros((0, 3), dtype=np.float32)
         with self._lock:
-            out = self._session.run(["probs"], {"features": features})[0]
+            if self.variant == "int8":
+                # dynamic int8 quantizes activations with one scale per input tensor, so a
+                # row's result would depend on its batch mates: run row by row (the head
+                # costs microseconds; the embedding pass stays batched)
+                out = np.concatenate(
+                    [
+                        self._session.run(["probs"], {"features": features[i : i + 1]})[0]
+                        for i in range(len(features))
+                    ]
+                )
+            else:
+                out = self._session.run(["probs"], {"features": features})[0]
         probs = np.asarray(out, dtype=np.float64)
         probs = probs / probs.sum(axis=1, keepdims=True)
         result: npt.NDArray[np.float32] = probs.astype(np.float32)

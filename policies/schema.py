@@ -78,6 +78,14 @@ class ActionsPolicy(_Strict):
     )
 
 
+class TracesPolicy(_Strict):
+    """Multi-step traces (VeriTrail): each guarded generation stored as a DAG node."""
+
+    enabled: bool = True
+    retention_hours: float = Field(default=168.0, gt=0)
+    max_nodes: int = Field(default=100_000, ge=1)
+
+
 class Policy(_Strict):
     tenant: str
     keys: list[str] = Field(default_factory=list)
@@ -89,10 +97,11 @@ class Policy(_Strict):
     rules: RulesPolicy = Field(default_factory=RulesPolicy)
     actions: ActionsPolicy = Field(default_factory=ActionsPolicy)
     citations: Literal["none", "inline", "footnotes"] = "footnotes"
-    stream: Literal["buffer", "sentence"] = "buffer"
+    stream: Literal["buffer", "sentence"] = "sentence"
     on_guard_error: Literal["annotate", "block"] = "annotate"
     latency_budget_ms: int = Field(default=800, ge=1)
     guard: bool = True
+    traces: TracesPolicy = Field(default_factory=TracesPolicy)
 
     @field_validator("tenant")
     @classmethod

@@ -14,10 +14,13 @@ from guards.errors import GroundproxyError
 from policies.loader import PolicyStore
 from proxy.errors import install_error_handlers
 from proxy.guarding import GuardService
+from proxy.metrics import MetricsMiddleware
 from proxy.middleware import RequestIdMiddleware
-from proxy.routes import admin, chat, meta
+from proxy.routes import admin, chat, meta, provenance
+from proxy.routes import metrics as metrics_route
 from proxy.settings import Settings
 from proxy.state import AppState
+from proxy.traces import TraceStores
 from proxy.upstream import UpstreamClient
 
 log = structlog.get_logger(__name__)
@@ -76,9 +79,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.gp = AppState(settings=settings, policies=PolicyStore(settings.policies))
+    app.state.gp.traces = TraceStores(settings.data)
     install_error_handlers(app)
     app.include_router(meta.router)
     app.include_router(chat.router)
     app.include_router(admin.router)
+    app.include_router(provenance.router)
+    app.include_router(metrics_route.router)
+    app.add_middleware(MetricsMiddleware)  # inside RequestIdMiddleware: sees the tenant
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -13,7 +13,9 @@ from guards.report import report_body, report_headers
 from guards.types import GuardReport
 from policies.loader import LoadedPolicy
 from proxy.guarding import GuardService
+from proxy.metrics import METRICS
 from proxy.protocol import ChatCompletionRequest
+from proxy.traces import TraceRequest, record_step
 from proxy.upstream import UpstreamClient, resolve_model
 
 log = structlog.get_logger(__name__)
@@ -44,6 +46,7 @@ async def guarded_completion(
     guard: GuardService,
     request_id: str,
     stream_upstream: bool = False,
+    trace: TraceRequest | None = None,
 ) -> GuardedCompletion:
     """Call the upstream, guard every choice's text, and rewrite the body per the policy."""
     policy = loaded.policy
@@ -52,6 +55,7 @@ async def guarded_completion(
     answer = await upstream.complete(
         policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
     )
+    METRICS.observe_upstream(policy.tenant, answer.seconds)
     body = answer.body
     body["model"] = req.model
     question = req.question()
@@ -78,6 +82,12 @@ async def guarded_completion(
     step_id = new_step_id()
     body["groundproxy"] = report_body(report, loaded.policy_id)
     headers = report_headers(report, loaded.policy_id, step_id, request_id)
+    if trace is not None:  # multi-step traces: store this generation as a DAG node
+        trace_id = await record_step(
+            trace, step_id, request_id, loaded.policy_id, question, context, report
+        )
+        if trace_id is not None:
+            headers["x-groundproxy-trace-id"] = trace_id
     log.info(
         "guarded",
         action=report.action,

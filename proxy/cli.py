@@ -75,6 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="sample tenant + documents + scripted upstream, end to end")
     p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
 
+    p = sub.add_parser("calibrate", help="split-conformal thresholds for a tenant (seed 003)")
+    p.add_argument("file", type=Path)
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
+    _add_data(p)
+    _add_policies(p)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cal-fraction", type=float, default=0.5)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print the calibration object last")
+
     p = sub.add_parser("hash-key", help="print the sha256 hash of an API key for a policy file")
     p.add_argument("key")
     return parser
@@ -107,6 +119,13 @@ def _run(args: argparse.Namespace) -> int:
         from proxy.demo import run_demo
 
         return run_demo(args.port)
+    if args.command == "calibrate":
+        from proxy.calibrate import run_calibrate_command
+
+        return run_calibrate_command(
+            args.file, args.tenant, args.alpha, args.data, args.policies, args.verifier,
+            args.seed, args.cal_fraction, args.limit, args.json,
+        )
     if args.command == "hash-key":
         from policies.keys import hash_key
 

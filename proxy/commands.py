@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
-from guards.pipeline import run_guard
-from guards.report import report_body
-from retrieval.ingest import delete_documents, ingest_paths
-from retrieval.tenant_index import TenantIndex
-
 from guards.errors import BadRequestError, NotFoundError
-from models.registry import VerifierRegistry
-from policies.loader import PolicyStore
 from retrieval.embedder import load_embedder
+from retrieval.ingest import delete_documents, ingest_paths
+
+
+def _embedder_name() -> str:
+    """The embedder the server uses too (``GROUNDPROXY_EMBEDDER``, default ``minilm``)."""
+    return os.environ.get("GROUNDPROXY_EMBEDDER") or "minilm"
 
 
 def ingest(data: Path, tenant: str, paths: list[Path], progress: bool = True) -> int:
-    result = ingest_paths(data, tenant, paths, load_embedder(), progress=progress)
+    result = ingest_paths(data, tenant, paths, load_embedder(_embedder_name()), progress=progress)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0
 
@@ -38,6 +38,14 @@ def check(
     question: str | None,
     context_file: Path | None,
 ) -> int:
+    # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
+    from guards.pipeline import run_guard
+    from guards.report import report_body
+    from models.registry import VerifierRegistry
+    from policies.loader import PolicyStore
+    from proxy.calibration import CalibrationCache
+    from retrieval.tenant_index import TenantIndex
+
     store = PolicyStore(policies)
     for err in store.load():
         print(f"warning: {err}", file=sys.stderr)
@@ -51,16 +59,19 @@ def check(
             context.append(("user", context_file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
-    embedder = load_embedder()
+    embedder = load_embedder(_embedder_name())
     index = TenantIndex.open(data, policy.index_name)
+    verifier = VerifierRegistry().get(policy.verifier.model)
     report = run_guard(
         answer,
         question=question,
         context_messages=context,
         policy=policy,
-        verifier=VerifierRegistry().get(policy.verifier.model),
+        verifier=verifier,
         embedder=embedder,
         index=index if index.count > 0 else None,
+        # verifier.threshold: calibrated → the tenant's calibration file (an error without it)
+        threshold=CalibrationCache(data).threshold_for(policy, verifier.name),
     )
     print(json.dumps(report_body(report, loaded.policy_id), indent=2, ensure_ascii=False))
     return 0

@@ -10,6 +10,10 @@ else the default answer. Model names switch on failure modes for tests:
 - ``slow-<seconds>`` → sleeps before answering
 - ``bad-json`` → a 200 whose body is not JSON
 - ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
+- ``drip-<seconds>`` → a stream that waits ``<seconds>`` before each word
+
+``GET /_stats`` counts requests ``started``/``finished``, those whose client went away while
+waiting or streaming (``disconnected``), and ``inflight`` (for fault tests).
 
 ``GET /_last`` returns the last request body it received (for pass-through tests).
 
@@ -23,7 +27,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -78,25 +82,66 @@ def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> b
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
-async def _stream(answer: str, model: str, cut: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    answer: str, model: str, cut: bool, drip_s: float = 0.0
+) -> AsyncIterator[bytes]:
     cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
     yield _chunk(cid, model, {"role": "assistant", "content": ""}, None)
     words = answer.split(" ")
     for i, w in enumerate(words):
         if cut and i >= len(words) // 2:
             return
+        if drip_s:
+            await asyncio.sleep(drip_s)
         yield _chunk(cid, model, {"content": w if i == 0 else " " + w}, None)
     yield _chunk(cid, model, {}, "stop")
     yield b"data: [DONE]\n\n"
 
 
+async def _counted(stream: AsyncIterable[Any], stats: dict[str, int]) -> AsyncIterator[Any]:
+    """Counts a stream the client abandoned (the generator is cancelled or closed early)."""
+    finished = False
+    try:
+        async for piece in stream:
+            yield piece
+        finished = True
+    finally:
+        stats["inflight"] -= 1
+        stats["finished" if finished else "disconnected"] += 1
+
+
+async def _sleep_unless_disconnected(request: Request, seconds: float) -> bool:
+    """Sleep; return False early if the client went away."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if await request.is_disconnected():
+            return False
+        await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    return True
+
+
 def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> Starlette:
     state: dict[str, Any] = {"last": None}
+    stats = {"started": 0, "finished": 0, "disconnected": 0, "inflight": 0}
 
     async def chat(request: Request) -> Response:
         body = await request.json()
         state["last"] = body
         model = str(body.get("model", ""))
+        stats["started"] += 1
+        stats["inflight"] += 1
+        if body.get("stream") and model not in ("fail-500", "fail-400", "bad-json"):
+            resp = await _answer(request, body, model)
+            if isinstance(resp, StreamingResponse):
+                resp.body_iterator = _counted(resp.body_iterator, stats)
+                return resp
+        else:
+            resp = await _answer(request, body, model)
+        stats["inflight"] -= 1
+        stats["finished" if resp.status_code != 499 else "disconnected"] += 1
+        return resp
+
+    async def _answer(request: Request, body: dict[str, Any], model: str) -> Response:
         if model == "fail-500":
             return JSONResponse(
                 {
@@ -121,14 +166,21 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
                 },
                 status_code=400,
             )
-        if model.startswith("slow-"):
-            await asyncio.sleep(float(model.removeprefix("slow-")))
+        if model.startswith("slow-") and not await _sleep_unless_disconnected(
+            request, float(model.removeprefix("slow-"))
+        ):
+            return Response(status_code=499)
         if model == "bad-json":
             return Response(b"{this is not json", media_type="application/json")
         answer = _pick_answer(script, body, default)
         if body.get("stream"):
             return StreamingResponse(
-                _stream(answer, model, cut=model == "cut-stream"),
+                _stream(
+                    answer,
+                    model,
+                    cut=model == "cut-stream",
+                    drip_s=float(model.removeprefix("drip-")) if model.startswith("drip-") else 0,
+                ),
                 media_type="text/event-stream",
             )
         return JSONResponse(_completion(answer, model))
@@ -144,12 +196,16 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
     async def last(_: Request) -> Response:
         return JSONResponse(state["last"])
 
+    async def get_stats(_: Request) -> Response:
+        return JSONResponse(stats)
+
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models),
             Route("/_last", last),
+            Route("/_stats", get_stats),
         ]
     )
 

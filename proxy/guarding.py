@@ -8,17 +8,21 @@ returned marked unverified — never a hang.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import structlog
 
+from guards.cache import CachingVerifier, VerdictCache
 from guards.errors import GroundproxyError, GuardTimeoutError
 from guards.pipeline import run_guard, unverified_report
 from guards.types import Embedder, EvidenceSource, GuardReport
 from models.registry import VerifierRegistry
 from policies.schema import Policy
+from proxy.calibration import CalibrationCache
+from proxy.metrics import METRICS
 from retrieval.tenant_index import IndexManager
 
 log = structlog.get_logger(__name__)
@@ -31,6 +35,9 @@ class GuardService:
         self.embedder = embedder
         self.verifiers = VerifierRegistry()
         self.indexes = IndexManager(data_dir, embedder)
+        self.calibrations = CalibrationCache(data_dir)  # verifier.threshold: calibrated
+        # Tenant-scoped LRU of verifier outputs; stats() → logs (and metrics exporters).
+        self.verdict_cache = VerdictCache()
 
     def warm_up(self, verifier_names: Sequence[str]) -> list[str]:
         """Load the policies' verifiers up front; a bad name is reported, not fatal (the
@@ -75,15 +82,26 @@ class GuardService:
         policy: Policy,
     ) -> GuardReport:
         verifier = self.verifiers.get(policy.verifier.model)
-        return run_guard(
+        cached = CachingVerifier(verifier, self.verdict_cache, policy.tenant)
+        report = run_guard(
             answer,
             question=question,
             context_messages=context,
             policy=policy,
-            verifier=verifier,
+            verifier=cached,
             embedder=self.embedder,
             index=self._index_for(policy),
+            threshold=self.calibrations.threshold_for(policy, verifier.name),
         )
+        stats = self.verdict_cache.stats()
+        log.info(
+            "verdict_cache",
+            hits=cached.hits,
+            misses=cached.misses,
+            hit_rate=stats["hit_rate"],
+            size=stats["size"],
+        )
+        return report
 
     async def guard(
         self,
@@ -97,9 +115,12 @@ class GuardService:
             return unverified_report(answer, policy, "guard disabled by policy")
         budget_s = policy.latency_budget_ms / 1000.0
         call = functools.partial(self.guard_sync, answer, question, list(context), policy)
+        started = time.perf_counter()
         try:
             with anyio.fail_after(budget_s):
-                return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                report = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            METRICS.observe_guard(policy.tenant, report, time.perf_counter() - started)
+            return report
         except TimeoutError:
             log.warning("guard_budget_exceeded", budget_ms=policy.latency_budget_ms)
             exc: Exception = GuardTimeoutError(
@@ -112,7 +133,9 @@ class GuardService:
                 error=err.message if isinstance(err, GroundproxyError) else str(err)[:200],
             )
             exc = err
-        return self._on_error(answer, policy, exc)
+        report = self._on_error(answer, policy, exc)
+        METRICS.observe_guard(policy.tenant, report, time.perf_counter() - started)
+        return report
 
     @staticmethod
     def _on_error(answer: str, policy: Policy, exc: Exception) -> GuardReport:

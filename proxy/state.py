@@ -10,6 +10,7 @@ from guards.errors import ServiceUnavailableError
 from policies.loader import PolicyStore
 from proxy.guarding import GuardService
 from proxy.settings import Settings
+from proxy.traces import TraceStores
 from proxy.upstream import UpstreamClient
 
 
@@ -21,6 +22,7 @@ class AppState:
     guard: GuardService | None = None
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)
+    traces: TraceStores | None = None  # multi-step traces (proxy.traces)
 
     def require(self) -> tuple[UpstreamClient, GuardService]:
         if not self.ready or self.upstream is None or self.guard is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,104 @@ class UpstreamClient:
         except Exception as exc:  # mapped below, re-raised as our own tree
             raise map_upstream_error(exc, self._litellm) from exc
 
+    async def stream(
+        self,
+        upstream: UpstreamPolicy,
+        model: str,
+        messages: list[dict[str, Any]],
+        extra: dict[str, Any],
+    ) -> UpstreamStream:
+        """Open a streamed completion (``stream: sentence``); connection and status
+        errors raise here, before any byte is sent to the client."""
+        kwargs = self._kwargs(upstream, model, messages, extra)
+        kwargs["stream"] = True
+        started = time.perf_counter()
+        try:
+            raw = await self._litellm.acompletion(**kwargs)
+        except Exception as exc:
+            raise map_upstream_error(exc, self._litellm) from exc
+        return UpstreamStream(raw, self._litellm, started)
+
+
+@dataclass
+class StreamDelta:
+    """One upstream stream chunk, flattened: choice ``index``, ``role``/``content``
+    deltas, ``finish_reason``, ``usage``, and the chunk's ``id``/``created``/``model``."""
+
+    index: int = 0
+    role: str | None = None
+    content: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    id: str | None = None
+    created: int | None = None
+    model: str | None = None
+
+
+def _deltas(chunk: Any) -> list[StreamDelta]:
+    data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
+    meta: dict[str, Any] = {
+        "id": data.get("id"), "created": data.get("created"), "model": data.get("model")
+    }
+    usage = data.get("usage") or None
+    out = [
+        StreamDelta(
+            index=int(c.get("index") or 0),
+            role=(c.get("delta") or {}).get("role"),
+            content=(c.get("delta") or {}).get("content") or "",
+            finish_reason=c.get("finish_reason"),
+            **meta,
+        )
+        for c in data.get("choices") or []
+    ]
+    if usage:
+        if out:
+            out[-1].usage = usage
+        else:
+            out.append(StreamDelta(usage=usage, **meta))
+    return out
+
+
+class UpstreamStream:
+    """An open upstream stream (:meth:`UpstreamClient.stream`): iterate it for
+    :class:`StreamDelta` s; errors while reading are mapped like the call's; a stream
+    that ends without a ``finish_reason`` raises ``upstream_incomplete``. ``aclose()``
+    stops reading (the HTTP response is closed)."""
+
+    def __init__(self, raw: Any, litellm: Any, started: float) -> None:
+        self._raw = raw
+        self._litellm = litellm
+        self.started = started
+        self.chunks = 0
+
+    async def __aiter__(self) -> AsyncIterator[StreamDelta]:
+        finished = False
+        try:
+            async for chunk in self._raw:
+                self.chunks += 1
+                for d in _deltas(chunk):
+                    finished = finished or bool(d.finish_reason)
+                    yield d
+        except Exception as exc:
+            raise map_upstream_error(exc, self._litellm) from exc
+        if not finished:
+            raise UpstreamError(
+                f"upstream stream incomplete: it ended after {self.chunks} chunks without "
+                "a finish_reason",
+                code="upstream_incomplete",
+            )
+
+    async def aclose(self) -> None:
+        close = getattr(self._raw, "aclose", None)
+        if close is None:
+            stream = getattr(self._raw, "completion_stream", None)
+            close = getattr(stream, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:  # closing a half-read stream must not raise in turn
+                log.debug("upstream_stream_close_failed")
+
 
 async def _collect_stream(stream: Any, started: float) -> UpstreamAnswer:
     text: dict[int, list[str]] = {}
@@ -137,6 +236,13 @@ async def _collect_stream(stream: Any, started: float) -> UpstreamAnswer:
                 text.setdefault(idx, []).append(delta["content"])
             if choice.get("finish_reason"):
                 finish[idx] = choice["finish_reason"]
+    # EOF without a finish_reason (a cut stream), or nothing but the finish chunk litellm
+    # synthesizes when the body held no SSE event at all: never a clean answer.
+    if not finish or not (text or role):
+        raise UpstreamError(
+            f"upstream stream incomplete: it ended after {n} chunks without a finish_reason",
+            code="upstream_incomplete",
+        )
     indices = sorted(set(text) | set(finish) | set(role)) or [0]
     body: dict[str, Any] = {
         "id": first.get("id") or "chatcmpl-groundproxy",

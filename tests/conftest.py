@@ -30,6 +30,8 @@ KEYS = {
     "fragile": "sk-fragile-test-key",
     "loose": "sk-loose-test-key",
     "blocky": "sk-blocky-test-key",
+    "sentence": "sk-sentence-test-key",
+    "sentblock": "sk-sentblock-test-key",
 }
 ADMIN_KEYS = {"acme": "sk-acme-admin-key", "globex": "sk-globex-admin-key"}
 
@@ -55,7 +57,9 @@ def _policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]
     base = f"http://127.0.0.1:{upstream_port}/v1"
     models = {
         name: f"openai/{name}"
-        for name in ("gpt-4o-mini", "fail-500", "fail-400", "bad-json", "cut-stream", "slow-3")
+        for name in (
+            "gpt-4o-mini", "fail-500", "fail-400", "bad-json", "cut-stream", "slow-3", "drip-0.02"
+        )
     }
     policy: dict[str, Any] = {
         "tenant": tenant,
@@ -69,6 +73,7 @@ def _policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]
             "timeout_s": 10,
         },
         "latency_budget_ms": 20000,
+        "stream": "buffer",  # sentence mode has its own tenants ("sentence", "sentblock")
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(policy.get(key), dict):
@@ -111,6 +116,13 @@ def policies_dir(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -
         "blocky": _policy(
             "blocky", upstream_port, retrieval={"index": "acme"}, actions={"contradicted": "block"}
         ),
+        "sentence": _policy(
+            "sentence", upstream_port, retrieval={"index": "acme"}, stream="sentence"
+        ),
+        "sentblock": _policy(
+            "sentblock", upstream_port, retrieval={"index": "acme"}, stream="sentence",
+            actions={"contradicted": "block"},
+        ),
     }
     for tenant, spec in specs.items():
         (d / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
@@ -140,3 +152,15 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
     twin = (SAMPLES / "handbook.md").read_text(encoding="utf-8").replace("12 months", "36 months")
     ingest_texts(d, "globex", [("globex-handbook.md", twin)], embedder)
     return d
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults_after_cli_tests() -> Iterator[None]:
+    """A test that runs the CLI's ``main`` configures structlog to print to the sys.stderr of
+    that moment: pytest's capture stream, closed after the test. Restore the defaults so
+    later tests don't log into a closed file."""
+    yield
+    import structlog
+
+    if structlog.is_configured():
+        structlog.reset_defaults()

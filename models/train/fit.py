@@ -11,7 +11,7 @@ so no source and no class dominates. The candidate (and epoch) with the best mea
 per-source ROC-AUC on the held-out validation contexts wins; the decision threshold on
 P(supported) is the one maximizing mean per-source balanced accuracy on that validation
 split. The network is written to ONNX by hand (MatMul/Add/Relu/Softmax, the input
-standardization folded into the first layer) and quantized with onnxruntime dynamic int8.
+input standardization as explicit Sub/Mul nodes) and quantized with onnxruntime dynamic int8.
 """
 
 from __future__ import annotations
@@ -133,20 +133,27 @@ def train_candidate(
 
 
 def export_onnx(net: Any, mean: Arr, std: Arr, path: Path) -> None:
-    """Write the MLP as a plain ONNX graph with standardization folded into layer 1."""
+    """Write the MLP as a plain ONNX graph (standardize, then MatMul/Add/Relu, Softmax)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     linears = [m for m in net if m.__class__.__name__ == "Linear"]
-    nodes = []
-    inits = []
-    cur = "features"
+    nodes: list[Any] = []
+    inits: list[Any] = []
+    # standardization stays an explicit Sub/Mul: folding 1/std into the first MatMul
+    # would give it a few huge columns and ruin per-tensor int8 weight quantization
+    inits += [
+        numpy_helper.from_array(mean.astype(np.float32), "MEAN"),
+        numpy_helper.from_array((1.0 / std).astype(np.float32), "INV_STD"),
+    ]
+    nodes += [
+        helper.make_node("Sub", ["features", "MEAN"], ["centered"]),
+        helper.make_node("Mul", ["centered", "INV_STD"], ["standardized"]),
+    ]
+    cur = "standardized"
     for i, lin in enumerate(linears):
         w = lin.weight.detach().numpy().astype(np.float64).T  # (in, out)
         b = lin.bias.detach().numpy().astype(np.float64)
-        if i == 0:
-            b = b - (mean / std) @ w
-            w = w / std[:, None]
         inits += [
             numpy_helper.from_array(w.astype(np.float32), f"W{i}"),
             numpy_helper.from_array(b.astype(np.float32), f"B{i}"),
@@ -191,6 +198,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/gp-embedhead"))
     ap.add_argument("--out", type=Path, default=OUT_DEFAULT)
     ap.add_argument("--epochs", type=int, default=25)
+    ap.add_argument("--linear-epochs", type=int, default=40)
+    ap.add_argument("--candidates", default="linear,mlp256,mlp512x128")
     args = ap.parse_args()
     started = time.time()
     import torch
@@ -234,6 +243,7 @@ def main() -> None:
         {"name": "mlp256", "hidden": [256], "lr": 1e-3, "wd": 1e-2, "dropout": 0.3},
         {"name": "mlp512x128", "hidden": [512, 128], "lr": 1e-3, "wd": 1e-2, "dropout": 0.3},
     ]
+    candidates = [c for c in candidates if c["name"] in args.candidates.split(",")]
     results = []
     for c in candidates:
         t0 = time.time()
@@ -244,7 +254,7 @@ def main() -> None:
             z_va,
             val_eval,
             c["hidden"],
-            args.epochs,
+            args.linear_epochs if not c["hidden"] else args.epochs,
             c["lr"],
             c["wd"],
             c["dropout"],
@@ -352,6 +362,8 @@ def main() -> None:
             "n_val": int(va.sum()),
             "seed": SEED,
             "epochs": args.epochs,
+            "linear_epochs": args.linear_epochs,
+            "candidates": args.candidates,
         },
     }
     (args.out / "meta.json").write_text(json.dumps(meta_out, indent=2) + "\n")

@@ -8,11 +8,23 @@ import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from guards.types import GuardReport
+from policies.loader import LoadedPolicy
 from proxy.auth import tenant_for
-from proxy.chat import guarded_completion
-from proxy.protocol import parse_chat_request, parse_json_body
+from proxy.chat import guarded_completion, new_step_id
+from proxy.disconnect import ClientDisconnected, cancel_on_disconnect
+from proxy.guarding import GuardService
+from proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
+from proxy.sentence_stream import (
+    open_sentence_stream,
+    sentence_events,
+    up_front_headers,
+    wants_sentence_mode,
+)
 from proxy.sse import completion_to_chunks
 from proxy.state import app_state, request_id
+from proxy.traces import TraceRequest, record_step, trace_for
+from proxy.upstream import UpstreamClient
 
 router = APIRouter()
 
@@ -47,7 +59,20 @@ async def chat_completions(request: Request) -> Response:
     req = parse_chat_request(data)
     upstream, guard = state.require()
     rid = request_id(request)
-    done = await guarded_completion(req, loaded, upstream, guard, rid, stream_upstream=req.stream)
+    trace = await trace_for(
+        request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces
+    )
+    if wants_sentence_mode(req, loaded):  # stream: sentence (proxy.sentence_stream)
+        return await _sentence_response(request, req, loaded, upstream, guard, rid, trace)
+    try:
+        done = await cancel_on_disconnect(
+            request,
+            guarded_completion(
+                req, loaded, upstream, guard, rid, stream_upstream=req.stream, trace=trace
+            ),
+        )
+    except ClientDisconnected:
+        return Response(status_code=499)  # nobody is listening; the upstream call was cancelled
     if not req.stream:
         return JSONResponse(done.body, headers=done.headers)
 
@@ -56,3 +81,40 @@ async def chat_completions(request: Request) -> Response:
 
     headers = {**done.headers, "cache-control": "no-cache", "x-accel-buffering": "no"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+async def _sentence_response(
+    request: Request,
+    req: ChatCompletionRequest,
+    loaded: LoadedPolicy,
+    upstream: UpstreamClient,
+    guard: GuardService,
+    rid: str,
+    trace: TraceRequest | None,
+) -> Response:
+    """Open the upstream stream first (its errors keep their status), then stream."""
+    try:
+        stream = await cancel_on_disconnect(
+            request, open_sentence_stream(req, loaded, upstream)
+        )
+    except ClientDisconnected:
+        return Response(status_code=499)
+    step_id = new_step_id()
+
+    async def on_report(report: GuardReport) -> None:
+        if trace is not None:
+            await record_step(
+                trace, step_id, rid, loaded.policy_id, req.question(),
+                req.context_messages(), report,
+            )
+
+    headers = {
+        **up_front_headers(loaded.policy_id, step_id, rid),
+        "cache-control": "no-cache",
+        "x-accel-buffering": "no",
+    }
+    return StreamingResponse(
+        sentence_events(req, loaded, stream, guard, step_id, on_report),
+        media_type="text/event-stream",
+        headers=headers,
+    )

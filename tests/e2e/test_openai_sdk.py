@@ -115,3 +115,27 @@ def test_sdk_errors_are_openai_errors(base_url: str) -> None:
         )
     assert exc.value.status_code == 502
     assert "upstream exploded" in str(exc.value)
+
+
+def test_sdk_stream_sentence_mode_warranty(base_url: str) -> None:
+    """Issue 3's done-when, streaming sentence by sentence: contradicted, corrected to
+    12 months and cited, through the real proxy process and the openai SDK."""
+    with client(base_url, "sentence").chat.completions.with_streaming_response.create(
+        model="gpt-4o-mini",
+        stream=True,
+        messages=[{"role": "user", "content": "How long is the warranty?"}],
+    ) as response:
+        assert response.headers["x-groundproxy-step-id"].startswith("st_")
+        assert response.headers["x-groundproxy-policy"].startswith("sentence@")
+        chunks = list(response.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "12 months" in text and "24 months" not in text
+    assert "Sources:" in text and "handbook.md" in text
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) >= 2
+    gp = (chunks[-1].model_extra or {})["groundproxy"]
+    assert all("groundproxy" not in (c.model_extra or {}) for c in chunks[:-1])
+    wrong = next(c for c in gp["claims"] if "24 months" in c["text"])
+    assert wrong["verdict"] == "contradicted" and wrong["action"] == "corrected"
+    assert "12 months" in wrong["correction"]
+    assert wrong["citations"][0]["doc"] == "handbook.md"
+    assert gp["action"] == "rewrite"

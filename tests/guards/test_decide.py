@@ -9,6 +9,7 @@ from guards.decide import (
     MISMATCH_FLOOR,
     MISSING_CAP,
     answer_action,
+    below_floor,
     decide_claim,
     resolve_threshold,
     trust_score,
@@ -150,15 +151,26 @@ def test_answer_action_per_policy() -> None:
         _result("contradicted", 0.1),
         _result("unverifiable", 0.5),
     )
-    assert answer_action([sup], p, 0.9) == "none"
-    assert answer_action([], p, 1.0) == "none"
-    assert answer_action([sup, unv], p, 0.7) == "flag"
-    assert answer_action([sup, con, unv], p, 0.5) == "rewrite"
-    assert answer_action([sup, con], p, 0.1) == "block"  # below block_below_trust 0.2
+    assert answer_action([sup], p) == "none"
+    assert answer_action([], p) == "none"
+    assert answer_action([sup, unv], p) == "flag"
+    assert answer_action([sup, con, unv], p) == "rewrite"
     blocky = policy(actions={"contradicted": "block"})
-    assert answer_action([sup, con], blocky, 0.9) == "block"
+    assert answer_action([sup, con], blocky) == "block"
     soft = policy(actions={"contradicted": "annotate", "unverifiable": "annotate"})
-    assert answer_action([sup, con, unv], soft, 0.5) == "annotate"
+    assert answer_action([sup, con, unv], soft) == "annotate"
+
+
+def test_trust_floor_needs_a_contradiction() -> None:
+    p = policy()  # block_below_trust 0.2
+    sup, con, unv = (
+        _result("supported", 0.9),
+        _result("contradicted", 0.1),
+        _result("unverifiable", 0.05),
+    )
+    assert below_floor([sup, con], p, 0.1)
+    assert not below_floor([sup, con], p, 0.5)  # e.g. the contradiction was corrected
+    assert not below_floor([unv], p, 0.05)  # nothing speaks against it: flag, not block
 
 
 def test_threshold_resolution() -> None:

@@ -280,8 +280,10 @@ def test_guard_context_row_uses_only_the_context() -> None:
     assert claim.verdict == "contradicted"
     assert claim.correction == "First for Women was started in 1989."
     assert claim.explanation == "evidence states 1989, claim states 1979"
-    assert bad.action == "block"  # T = 0 < block_below_trust
-    assert bad.text == policy().actions.refusal and good.trust > bad.trust
+    # corrected, not blocked: the returned text no longer states the wrong year
+    assert bad.action == "rewrite" and claim.action == "corrected"
+    assert bad.text.startswith("First for Women was started in 1989 [1].")
+    assert bad.trust > 0.2
 
 
 def test_unverified_report() -> None:

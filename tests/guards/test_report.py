@@ -5,7 +5,10 @@ from __future__ import annotations
 from guards.report import report_body, report_headers
 from guards.types import Claim, ClaimResult, Evidence, GuardReport, Probs
 
-HANDBOOK = Evidence("The warranty lasts 12 months.", "handbook.md", "c12", 0.7712, (1040, 1069))
+HANDBOOK = Evidence(
+    "The warranty lasts 12 months.", "handbook.md", "c12", 0.7712, (1040, 1069),
+    content_hash="ab12cd", index_version=7,
+)
 FAQ = Evidence("Returns within 30 days.", "faq.md", "c3", 0.61, (10, 33))
 REQUEST = Evidence("Room 4.", "request:user#1", "s0", 0.5, (0, 7), source="request")
 
@@ -89,6 +92,8 @@ def test_body_matches_the_contract() -> None:
                 "score": 0.771,
                 "quote": "The warranty lasts 12 months.",
                 "span": [1040, 1069],
+                "content_hash": "ab12cd",
+                "index_version": 7,
             }
         ],
         "action": "corrected",
@@ -97,6 +102,9 @@ def test_body_matches_the_contract() -> None:
     }
     assert "correction" not in body["claims"][1]  # only when set
     assert body["claims"][3]["citations"] == []
+    # Request-context citations carry no index provenance.
+    request_cite = body["claims"][2]["citations"][0]
+    assert request_cite["content_hash"] is None and request_cite["index_version"] is None
 
 
 def test_headers_match_the_contract() -> None:

@@ -106,3 +106,28 @@ def test_named_entities_skip_sentence_initial_common_words() -> None:
     assert named_entities("NASA launched it.") == ["NASA"]
     assert mentions("Priscilla Presley's", ["priscilla presley was married"])
     assert not mentions("Lisa Marie", ["Marie Curie"])
+
+
+def test_units_convert_and_number_words_compose() -> None:
+    assert check_claim("The warranty lasts 1 year.", WARRANTY_EVIDENCE).ok
+    assert check_claim("The warranty lasts one year.", WARRANTY_EVIDENCE).ok
+    assert check_claim("About 1k people attended.", ["One thousand people attended."]).ok
+    assert check_claim("About 1,000 people attended.", ["one thousand people attended"]).ok
+    assert check_claim("The match lasted 1.5 hours.", ["The match lasted 90 minutes."]).ok
+    assert check_claim("It is 5 km long.", ["The trail is 5,000 meters long."]).ok
+    crowd = extract_quantities("One hundred and twenty fans and two million viewers came.")
+    assert [(q.value, q.display) for q in crowd] == [
+        (120.0, "One hundred and twenty fans"),
+        (2_000_000.0, "two million viewers"),
+    ]
+    # not measurements: no evidence is demanded for them
+    assert extract_quantities("One day he left, and one of them stayed.") == []
+
+
+def test_mismatch_across_units_replaces_value_and_unit() -> None:
+    r = check_claim("The warranty lasts 2 years.", WARRANTY_EVIDENCE)
+    assert r.mismatches == [("2 years", "12 months")]
+    assert r.correction == "The warranty lasts 12 months."
+    assert r.explanation == "evidence states 12 months, claim states 2 years"
+    words = check_claim("The warranty lasts twenty-four months.", WARRANTY_EVIDENCE)
+    assert words.correction == "The warranty lasts 12 months."

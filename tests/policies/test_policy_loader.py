@@ -80,12 +80,12 @@ def test_demo_policy_documents_the_defaults() -> None:
         api_base="http://127.0.0.1:8099/v1",
         api_key_env="DEMO_UPSTREAM_KEY",
     )
-    # Every other value is the schema default (stream is pinned to buffer for now).
+    # Every other value is the schema default.
     set_here = {"tenant", "keys", "admin_keys", "upstream", "stream"}
     defaults = Policy(tenant="demo", keys=list(lp.key_hashes), upstream=lp.policy.upstream)
     for name in Policy.model_fields.keys() - set_here:
         assert getattr(lp.policy, name) == getattr(defaults, name), name
-    assert lp.policy.stream == "buffer"
+    assert lp.policy.stream == "sentence"
     text = DEMO.read_text(encoding="utf-8")
     for name in Policy.model_fields:
         assert f"\n{name}:" in text, f"demo.yaml should write out {name}"

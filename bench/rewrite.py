@@ -1,0 +1,224 @@
+"""Regression and repair bench: what the guard's rewrite does to right and wrong answers.
+
+    nice -n 5 .venv/bin/python -m bench.rewrite [--limit 200] [--verifier default]
+        [--files halueval-qa,halueval-dialogue,halueval-summarization] [--out FILE.json]
+
+On ``../shared/data/eval`` HaluEval files, context mode (the row's context is the only
+evidence, given to the guard as a request ``context`` message, as ``groundproxy eval``
+does), with the default policy (``contradicted: rewrite``, ``unverifiable: flag``,
+``block_below_trust: 0.2``, footnote citations), each response is guarded and the result
+is classified. What counts as a *change of content*:
+
+* a claim whose action is ``corrected`` (its span replaced by the rule's correction) or
+  ``removed``, or the whole answer ``blocked`` (refusal text instead of the answer);
+* NOT a change: flag markers (" [unverified]"), citation markers (" [1]"), the
+  "Sources:" footnote block, and ``annotated`` claims — they add marks, the answer's
+  words stay as they were. (The bench checks this: stripping the markers and footnotes
+  from an unchanged answer must give back the original text, trailing whitespace aside;
+  a mismatch is counted in ``text drift``.)
+
+Reported per file and pooled:
+
+* ``regression`` — share of CORRECT answers (label_hallucinated = 0) whose content was
+  changed (goal ≤ 0.03; seed 001 reported 0.25);
+* ``repair`` — share of HALLUCINATED answers whose content was changed, i.e. a claim
+  removed or corrected, or the answer blocked (HaluEval has no span labels, so this is
+  "some part was removed or corrected", an upper bound on "the wrong part");
+  ``corrected`` / ``blocked`` break it down;
+* the same two figures for the seed-001 correction on the same rows: every answer
+  sentence whose TF-IDF score s = alpha·cos(sentence, context) + (1 − alpha)·cos(query,
+  context) is below tau is removed (alpha 0.5, tau 0.55, the seed's published setting),
+  and for the fitted variant (our ``lexical`` verifier's constants: alpha 0.9 and
+  P(supported) < 0.5, i.e. s < 0.18).
+
+``--limit N`` takes the first N row PAIRS per file (the files alternate ``-ok``/``-hal``
+rows over the same context), so right and wrong answers share their contexts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
+from guards.pipeline import run_guard
+from guards.sentences import sentence_spans
+from guards.types import GuardReport, Pair, Verifier
+from models.registry import VerifierRegistry
+from policies.schema import Policy
+from proxy.evaluate import Row, read_rows
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+FILES = ("halueval-qa", "halueval-dialogue", "halueval-summarization")
+SEED_ALPHA, SEED_TAU = 0.5, 0.55
+FITTED_TAU = -INTERCEPT / SLOPE  # s where the lexical verifier's P(supported) = 0.5
+_CITE = re.compile(r" \[\d+\]")
+
+
+def bench_policy(verifier: str) -> Policy:
+    return Policy.model_validate(
+        {
+            "tenant": "bench",
+            "keys": ["sha256:" + "0" * 64],
+            "upstream": {"model": "none"},
+            "verifier": {"model": verifier},
+        }
+    )
+
+
+def content_changed(report: GuardReport) -> bool:
+    """A claim corrected or removed, or the answer blocked (see the module docstring)."""
+    return report.blocked or any(c.action in ("corrected", "removed") for c in report.claims)
+
+
+def strip_marks(text: str, policy: Policy) -> str:
+    """The returned text without flag markers, citation markers and the footnote block."""
+    text = text.split("\n\nSources:\n", 1)[0]
+    text = text.replace(policy.actions.flag_marker, "")
+    return _CITE.sub("", text)
+
+
+def seed001_removed(row: Row, verifier: LexicalVerifier, alpha: float, tau: float) -> bool:
+    """Does seed-001 correction remove any sentence of the response?"""
+    spans = sentence_spans(row.response)
+    if not spans:
+        return False
+    pairs = [Pair(row.response[s:e], row.context, row.query) for s, e in spans]
+    claim_sims, question_sims, has_q = verifier.similarities(pairs)
+    scores = [
+        alpha * c + (1 - alpha) * q if h else c
+        for c, q, h in zip(claim_sims, question_sims, has_q, strict=True)
+    ]
+    return any(s < tau for s in scores)
+
+
+def _share(xs: list[bool]) -> float:
+    return round(sum(xs) / len(xs), 4) if xs else float("nan")
+
+
+def bench_file(
+    path: Path, limit: int, policy: Policy, verifier: Verifier, embedder: Any
+) -> dict[str, Any]:
+    rows = read_rows(path, 2 * limit)
+    lexical = LexicalVerifier()
+    out: dict[str, list[bool]] = {
+        k: []
+        for k in (
+            "ok_changed", "hal_changed", "hal_corrected", "hal_blocked", "ok_blocked",
+            "seed_ok", "seed_hal", "fit_ok", "fit_hal", "drift",
+        )
+    }  # fmt: skip
+    started = time.perf_counter()
+    for row in rows:
+        report = run_guard(
+            row.response,
+            question=row.query,
+            context_messages=[("context", row.context)],
+            policy=policy,
+            verifier=verifier,
+            embedder=embedder,
+            index=None,
+        )
+        changed = content_changed(report)
+        if not changed:
+            out["drift"].append(strip_marks(report.text, policy).rstrip() != row.response.rstrip())
+        seed = seed001_removed(row, lexical, SEED_ALPHA, SEED_TAU)
+        fit = seed001_removed(row, lexical, ALPHA, FITTED_TAU)
+        if row.label == 0:
+            out["ok_changed"].append(changed)
+            out["ok_blocked"].append(report.blocked)
+            out["seed_ok"].append(seed)
+            out["fit_ok"].append(fit)
+        else:
+            out["hal_changed"].append(changed)
+            out["hal_corrected"].append(any(c.action == "corrected" for c in report.claims))
+            out["hal_blocked"].append(report.blocked)
+            out["seed_hal"].append(seed)
+            out["fit_hal"].append(fit)
+    ms = 1000.0 * (time.perf_counter() - started) / len(rows)
+    result: dict[str, Any] = {k: _share(v) for k, v in out.items()}
+    result.update(
+        file=path.stem,
+        n_ok=len(out["ok_changed"]),
+        n_hal=len(out["hal_changed"]),
+        drift_n=sum(out["drift"]),
+        ms_per_row=round(ms, 1),
+        _raw=out,
+    )
+    return result
+
+
+def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
+    raw: dict[str, list[bool]] = {}
+    for r in results:
+        for k, v in r["_raw"].items():
+            raw.setdefault(k, []).extend(v)
+    out: dict[str, Any] = {k: _share(v) for k, v in raw.items()}
+    out.update(
+        file="pooled",
+        n_ok=len(raw["ok_changed"]),
+        n_hal=len(raw["hal_changed"]),
+        drift_n=sum(raw["drift"]),
+        ms_per_row=round(sum(r["ms_per_row"] for r in results) / len(results), 1),
+    )
+    return out
+
+
+def print_table(results: list[dict[str, Any]], verifier: str) -> None:
+    head = (
+        f"{'file':<24}{'n ok/hal':>10} │ {'regress':>8}{'repair':>8}{'corr.':>7}{'block':>7}"
+        f"{'ok blk':>7} │ {'seed001 reg':>12}{'rep':>6} │ {'fitted reg':>11}{'rep':>6}"
+        f"{'ms/row':>8}"
+    )
+    print(f"guard = verifier '{verifier}', default policy; seed001 = TF-IDF sentence removal "
+          f"(alpha {SEED_ALPHA}, tau {SEED_TAU}); fitted = alpha {ALPHA}, tau {FITTED_TAU:.3f}")
+    print(head)
+    print("─" * len(head))
+    for r in results:
+        print(
+            f"{r['file']:<24}{str(r['n_ok']) + '/' + str(r['n_hal']):>10} │ "
+            f"{r['ok_changed']:>8.3f}{r['hal_changed']:>8.3f}{r['hal_corrected']:>7.3f}"
+            f"{r['hal_blocked']:>7.3f}{r['ok_blocked']:>7.3f} │ "
+            f"{r['seed_ok']:>12.3f}{r['seed_hal']:>6.3f} │ {r['fit_ok']:>11.3f}"
+            f"{r['fit_hal']:>6.3f}{r['ms_per_row']:>8.1f}"
+        )
+    drift = sum(r["drift_n"] for r in results if r["file"] != "pooled")
+    print(f"text drift (unchanged answers whose text differs beyond marks): {drift}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=SHARED)
+    p.add_argument("--limit", type=int, default=200, help="row pairs per file")
+    p.add_argument("--verifier", default="default")
+    p.add_argument("--files", default=",".join(FILES))
+    p.add_argument("--no-embedder", action="store_true", help="rank evidence by TF-IDF only")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    from retrieval.embedder import load_embedder
+
+    embedder = None if args.no_embedder else load_embedder()
+    verifier = VerifierRegistry().get(args.verifier)
+    policy = bench_policy(args.verifier)
+    results = []
+    for name in args.files.split(","):
+        print(f"… {name}", file=sys.stderr, flush=True)
+        results.append(bench_file(args.data / f"{name}.jsonl", args.limit, policy, verifier,
+                                  embedder))
+    results.append(pooled(results))
+    print_table(results, verifier.name)
+    if args.out:
+        clean = [{k: v for k, v in r.items() if k != "_raw"} for r in results]
+        args.out.write_text(json.dumps(clean, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,382 @@
+"""``groundproxy calibrate``: split-conformal thresholds for a tenant (seed 003).
+
+Rows as in ``../shared/data/README.md`` (context, query, response, label_hallucinated),
+plus an optional ``gold_doc`` (the id, in the tenant's index, of the document that holds
+the answer). The rows are shuffled (``--seed``) and split into a calibration part
+(``--cal-fraction``) and a held-out part.
+
+**Verifier threshold.** Each response is guarded in context mode (its row's context is the
+evidence, the tenant's policy settings) at threshold 0. An answer is *accepted* when every
+claim is supported; a claim is supported iff its best P(supported) ≥ the threshold and its
+rules and uncertainty pass, so an answer's score is the smallest P(supported) over its claims
+(−1 when a rule or the uncertainty rejects a claim whatever the threshold; 1 with no
+claims), and it is accepted at threshold t iff score ≥ t. Over the truly supported answers
+(label 0) of the calibration part, the split-conformal threshold guarantees
+
+    P(a truly supported answer is accepted) ≥ 1 − alpha
+
+(marginally, over exchangeable rows of the same distribution; :mod:`guards.conformal`). The
+held-out part gives the empirical coverage, the exact BetaBinomial interval it should fall
+in, and the share of hallucinated answers the threshold rejects.
+
+**Retrieval threshold.** Each row's query (its response when it has none) retrieves the
+top-k chunks; the gold chunks are those of ``gold_doc`` in the tenant's index when rows
+carry it, else of the row's own context (all contexts of the file are ingested into a
+temporary index). Over calibration rows whose gold chunk is retrieved, the threshold on
+the best gold chunk's retrieval score guarantees P(a gold chunk in the top-k is trusted)
+≥ 1 − alpha. Diagnostics on the held-out part: m1 = share of queries with at least one
+trusted chunk, m2 = share of retrieved chunks trusted; m1 < 1 − alpha says the guarantee
+does not hold for this retriever (a warning in the output and the logs).
+
+Writes ``<data>/<tenant>/calibration.json`` (alpha, threshold, n, verifier, created, and
+the figures), read when the tenant's policy says ``verifier.threshold: calibrated``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from guards.conformal import beta_binomial_interval, conformal_threshold, coverage
+from guards.errors import BadRequestError
+from guards.pipeline import guard_context_row
+from guards.types import Embedder, EvidenceSource, Verifier
+from policies.loader import PolicyStore
+from policies.schema import Policy
+from proxy.calibration import write_calibration
+from proxy.evaluate import eval_policy
+
+log = structlog.get_logger(__name__)
+REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
+
+
+@dataclass(frozen=True)
+class CalRow:
+    id: str
+    context: str
+    query: str | None
+    response: str
+    label: int
+    gold_doc: str | None
+
+
+def read_cal_rows(path: Path, limit: int | None = None) -> list[CalRow]:
+    rows: list[CalRow] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequestError(f"cannot read {path}: {exc}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            gold = d.get("gold_doc")
+            rows.append(CalRow(
+                str(d.get("id", n)), d["context"] or "", d.get("query"), d["response"] or "",
+                int(d["label_hallucinated"]), str(gold) if gold else None,
+            ))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise BadRequestError(f"{path}:{n}: not a labelled row ({exc})") from exc
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise BadRequestError(f"{path}: no rows")
+    return rows
+
+
+def split_rows(
+    rows: Sequence[CalRow], cal_fraction: float, seed: int
+) -> tuple[list[CalRow], list[CalRow]]:
+    if not 0.0 < cal_fraction < 1.0:
+        raise BadRequestError("--cal-fraction must be in (0, 1)", param="cal_fraction")
+    order = list(rows)
+    random.Random(seed).shuffle(order)
+    cut = round(len(order) * cal_fraction)
+    return order[:cut], order[cut:]
+
+
+def answer_score(
+    row: CalRow, policy: Policy, verifier: Verifier, embedder: Embedder
+) -> float:
+    """The largest threshold at which the whole answer is accepted (module docstring)."""
+    report = guard_context_row(
+        row.context, row.query, row.response, policy, verifier, embedder, threshold=0.0
+    )
+    if not report.claims:
+        return 1.0
+    return min(r.probs.supported if r.verdict == "supported" else REJECTED for r in report.claims)
+
+
+def _r(x: float) -> float | None:
+    return None if math.isnan(x) or math.isinf(x) else round(x, 4)
+
+
+def calibrate_verifier(
+    cal: Sequence[CalRow], held: Sequence[CalRow], alpha: float,
+    score: Callable[[CalRow], float], default_threshold: float,
+) -> dict[str, Any]:
+    cal_pos = [score(r) for r in cal if r.label == 0]
+    held_scores = [(r.label, score(r)) for r in held]
+    held_pos = [s for lab, s in held_scores if lab == 0]
+    held_neg = [s for lab, s in held_scores if lab == 1]
+    if not cal_pos:
+        raise BadRequestError("the calibration part holds no supported (label 0) rows")
+    ct = conformal_threshold(cal_pos, alpha)
+    rejected = sum(1 for s in cal_pos if s <= REJECTED) / len(cal_pos)
+    feasible = ct.threshold > REJECTED
+    # In the pipeline the threshold is a probability: -inf (k = 0) or a rejected rank → 0.
+    threshold = min(1.0, max(0.0, ct.threshold))
+    lo, hi = beta_binomial_interval(len(held_pos), ct.n, ct.k)
+    cov = coverage(held_pos, threshold) if feasible else coverage(held_pos, 0.0)
+    return {
+        "threshold": round(threshold, 6),
+        "feasible": feasible,
+        "n_calibration": ct.n,
+        "k": ct.k,
+        "guarantee": f"P(a truly supported answer is accepted) >= {1 - alpha:g}",
+        "bound": {"lower": _r(ct.lower_bound), "upper_if_no_ties": _r(ct.upper_bound)},
+        "calibration_rejected_by_rules": round(rejected, 4),
+        "held_out": {
+            "n_supported": len(held_pos),
+            "n_hallucinated": len(held_neg),
+            "coverage": _r(cov),
+            "interval_95": [_r(lo), _r(hi)],
+            "within_bound": bool(feasible and not math.isnan(cov) and cov >= lo),
+            "hallucinated_rejected": _r(1.0 - coverage(held_neg, threshold)),
+            "default_threshold": default_threshold,
+            "coverage_at_default": _r(coverage(held_pos, default_threshold)),
+            "hallucinated_rejected_at_default": _r(
+                1.0 - coverage(held_neg, default_threshold)
+            ),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    scores: list[float]
+    gold: list[bool]
+
+
+def _retrieve(
+    rows: Sequence[CalRow], index: EvidenceSource, embedder: Embedder, top_k: int,
+    gold_of: Callable[[CalRow], str],
+) -> list[Retrieved]:
+    queries = [(r.query or r.response or " ") for r in rows]
+    vectors = embedder.encode(queries)
+    hits = index.search(vectors, top_k, -1.0)
+    return [
+        Retrieved([e.score for e in h], [e.doc == gold_of(r) for e in h])
+        for r, h in zip(rows, hits, strict=True)
+    ]
+
+
+def calibrate_retrieval(
+    cal: Sequence[Retrieved], held: Sequence[Retrieved], alpha: float, top_k: int, source: str
+) -> dict[str, Any]:
+    gold_scores = [max(s for s, g in zip(r.scores, r.gold, strict=True) if g)
+                   for r in cal if any(r.gold)]
+    if not gold_scores:
+        raise BadRequestError("no calibration query retrieved its gold document in the top-k")
+    ct = conformal_threshold(gold_scores, alpha)
+    t = ct.threshold
+    n_held = len(held)
+    trusted = [[s >= t for s in r.scores] for r in held]
+    retrieved_gold = [r for r in held if any(r.gold)]
+    covered = [any(g and s >= t for s, g in zip(r.scores, r.gold, strict=True))
+               for r in retrieved_gold]
+    n_chunks = sum(len(r.scores) for r in held)
+    lo, hi = beta_binomial_interval(len(retrieved_gold), ct.n, ct.k)
+    cov = sum(covered) / len(covered) if covered else math.nan
+    m1 = sum(1 for tr in trusted if any(tr)) / n_held if n_held else math.nan
+    return {
+        "source": source,
+        "top_k": top_k,
+        "threshold": _r(t) if not math.isinf(t) else None,
+        "n_calibration": ct.n,
+        "k": ct.k,
+        "guarantee": f"P(a gold chunk retrieved in the top-{top_k} is trusted) >= {1 - alpha:g}",
+        "bound": {"lower": _r(ct.lower_bound), "upper_if_no_ties": _r(ct.upper_bound)},
+        "held_out": {
+            "n": n_held,
+            "recall_at_k": _r(len(retrieved_gold) / n_held) if n_held else None,
+            "coverage_given_retrieved": _r(cov),
+            "interval_95": [_r(lo), _r(hi)],
+            "within_bound": bool(not math.isnan(cov) and cov >= lo),
+            "coverage": _r(sum(covered) / n_held) if n_held else None,
+            "m1": _r(m1),
+            "m2": _r(sum(sum(tr) for tr in trusted) / n_chunks) if n_chunks else None,
+        },
+    }
+
+
+def _context_index(rows: Sequence[CalRow], embedder: Embedder, tmp: Path) -> tuple[
+    EvidenceSource, dict[str, str]
+]:
+    from retrieval.ingest import ingest_texts
+    from retrieval.names import sanitize_doc_id
+    from retrieval.tenant_index import TenantIndex
+
+    doc_of_context: dict[str, str] = {}
+    for i, row in enumerate(rows):
+        if row.context.strip() and row.context not in doc_of_context:
+            doc_of_context[row.context] = sanitize_doc_id(f"ctx-{i}-{row.id}")
+    ingest_texts(tmp, "calibrate", [(d, c) for c, d in doc_of_context.items()], embedder)
+    return TenantIndex.open(tmp, "calibrate"), doc_of_context
+
+
+def _tenant_policy(policies: Path | None, tenant: str, verifier: str | None) -> tuple[
+    Policy, str
+]:
+    """The tenant's policy settings when its file is there (so that the threshold is
+    calibrated under the rules and uncertainty the proxy will use), else the defaults."""
+    base: dict[str, Any] = eval_policy(verifier or "default", "context").model_dump()
+    source = "defaults"
+    if policies is not None and policies.is_dir():
+        store = PolicyStore(policies)
+        store.load()
+        loaded = store.get(tenant)
+        if loaded is not None:
+            p = loaded.policy
+            source = loaded.policy_id
+            base.update(rules=p.rules.model_dump(), retrieval=p.retrieval.model_dump())
+            v = p.verifier.model_dump()
+            v["threshold"] = 0.6
+            v["model"] = verifier or p.verifier.model
+            base["verifier"] = v
+    base["retrieval"]["use_request_context"] = True
+    return Policy.model_validate(base), source
+
+
+def calibrate(
+    path: Path, tenant: str, alpha: float, *, data: Path, policies: Path | None = None,
+    verifier_name: str | None = None, seed: int = 0, cal_fraction: float = 0.5,
+    limit: int | None = None, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> dict[str, Any]:
+    """Run the calibration and write the tenant's calibration file; returns its content."""
+    from models.registry import VerifierRegistry
+    from retrieval.embedder import load_embedder
+    from retrieval.names import validate_tenant
+    from retrieval.tenant_index import TenantIndex
+
+    validate_tenant(tenant)
+    if not 0.0 < alpha < 1.0:
+        raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
+    policy, policy_source = _tenant_policy(policies, tenant, verifier_name)
+    rows = read_cal_rows(path, limit)
+    cal, held = split_rows(rows, cal_fraction, seed)
+    embedder = load_embedder()
+    verifier = VerifierRegistry().get(policy.verifier.model)
+    started = time.perf_counter()
+    say(f"scoring {len(rows)} answers with '{verifier.name}' …")
+    cache: dict[str, float] = {}
+
+    def score(r: CalRow) -> float:
+        if r.id not in cache:
+            cache[r.id] = answer_score(r, policy, verifier, embedder)
+        return cache[r.id]
+
+    result = calibrate_verifier(cal, held, alpha, score, 0.6)
+    top_k = policy.retrieval.top_k
+    with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
+        if any(r.gold_doc for r in rows):
+            index: EvidenceSource = TenantIndex.open(data, policy.index_name)
+            source = f"tenant index '{policy.index_name}' (gold_doc)"
+
+            def gold_of(r: CalRow) -> str:
+                return r.gold_doc or ""
+        else:
+            say(f"ingesting {len({r.context for r in rows})} contexts into a temporary index …")
+            index, doc_of = _context_index(rows, embedder, Path(tmp))
+            source = "the rows' contexts (each row's own context is its gold document)"
+
+            def gold_of(r: CalRow) -> str:
+                return doc_of.get(r.context, "")
+
+        retrieval = calibrate_retrieval(
+            _retrieve(cal, index, embedder, top_k, gold_of),
+            _retrieve(held, index, embedder, top_k, gold_of),
+            alpha, top_k, source,
+        )
+    warnings: list[str] = []
+    m1 = retrieval["held_out"]["m1"]
+    if m1 is not None and m1 < 1 - alpha:
+        warnings.append(
+            f"m1 = {m1:.3f} < 1 - alpha = {1 - alpha:g}: the retrieval guarantee does not hold "
+            "for this retriever on this data (queries without any trusted chunk)"
+        )
+    if not result["feasible"]:
+        warnings.append(
+            f"{result['calibration_rejected_by_rules']:.1%} of supported calibration answers "
+            "are rejected by rules or uncertainty at any threshold: coverage 1 - alpha is "
+            "out of reach for this verifier; the threshold is set to 0"
+        )
+    content = {
+        "tenant": tenant,
+        "alpha": alpha,
+        "threshold": result["threshold"],
+        "n": result["n_calibration"],
+        "verifier": verifier.name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "file": str(path),
+        "rows": len(rows),
+        "seed": seed,
+        "cal_fraction": cal_fraction,
+        "policy": policy_source,
+        "mode": "context",
+        "verifier_calibration": result,
+        "retrieval": retrieval,
+        "warnings": warnings,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    out = write_calibration(data, tenant, content)
+    for w in warnings:
+        log.warning("calibration_warning", tenant=tenant, warning=w)
+    content["path"] = str(out)
+    return content
+
+
+def run_calibrate_command(
+    path: Path, tenant: str, alpha: float, data: Path, policies: Path | None,
+    verifier: str | None, seed: int, cal_fraction: float, limit: int | None, as_json: bool,
+) -> int:
+    c = calibrate(path, tenant, alpha, data=data, policies=policies, verifier_name=verifier,
+                  seed=seed, cal_fraction=cal_fraction, limit=limit)
+    v, r = c["verifier_calibration"], c["retrieval"]
+    vh, rh = v["held_out"], r["held_out"]
+    print(f"{path.name}: {c['rows']} rows, alpha={alpha:g}, verifier {c['verifier']}, "
+          f"seed {seed}, calibration part {cal_fraction:g}")
+    print(f"verifier threshold {v['threshold']:.4f} from n={v['n_calibration']} supported "
+          f"answers (k={v['k']}); {v['guarantee']}")
+    print(f"  held-out: coverage {rh_fmt(vh['coverage'])} on {vh['n_supported']} supported "
+          f"answers, bound >= {v['bound']['lower']:.4f} (95% interval "
+          f"{rh_fmt(vh['interval_95'][0])}-{rh_fmt(vh['interval_95'][1])}, within: "
+          f"{vh['within_bound']}); hallucinated rejected {rh_fmt(vh['hallucinated_rejected'])}"
+          f" (at 0.6: coverage {rh_fmt(vh['coverage_at_default'])}, rejected "
+          f"{rh_fmt(vh['hallucinated_rejected_at_default'])})")
+    print(f"retrieval threshold {rh_fmt(r['threshold'])} (top-{r['top_k']}, n={r['n_calibration']}"
+          f"); {r['guarantee']}")
+    print(f"  held-out: coverage|retrieved {rh_fmt(rh['coverage_given_retrieved'])} (95% interval"
+          f" {rh_fmt(rh['interval_95'][0])}-{rh_fmt(rh['interval_95'][1])}), recall@k "
+          f"{rh_fmt(rh['recall_at_k'])}, m1 {rh_fmt(rh['m1'])}, m2 {rh_fmt(rh['m2'])}")
+    for w in c["warnings"]:
+        print(f"WARNING: {w}")
+    print(f"wrote {c['path']}")
+    if as_json:
+        print(json.dumps(c))
+    return 0
+
+
+def rh_fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"

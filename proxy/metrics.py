@@ -1,0 +1,184 @@
+"""Prometheus metrics (prometheus-client), one registry per process.
+
+What is measured:
+
+``groundproxy_requests_total{tenant,route,status}``   every HTTP request (tenant ``-`` before auth)
+``groundproxy_request_seconds{route}``                wall time until the last body byte
+``groundproxy_verdicts_total{tenant,verdict}``        claim verdicts
+``groundproxy_actions_total{tenant,action}``          what the policy did to an answer
+``groundproxy_guard_seconds{tenant}``                 guard time per answer (off the event loop)
+``groundproxy_upstream_seconds{tenant}``              upstream call time per completion
+``groundproxy_cache_{hits,misses}`` / ``..._hit_ratio``  the verdict cache, read at scrape time
+                                                      from any object with ``stats()``
+``groundproxy_verifier_batch_size``                   pairs per verifier batch (``observe_batch``)
+
+Who may read ``/metrics``: everyone when ``GROUNDPROXY_METRICS_PUBLIC=true``; otherwise only a
+client on the loopback interface or a request carrying one of any tenant's *admin* keys.
+Tenant (non-admin) keys get 403. Metrics carry tenant names and counts, never prompts,
+answers or keys.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from guards.types import GuardReport
+
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.8, 1.0, 2.5, 5.0,
+    10.0, 30.0, 60.0,
+)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_ROUTES = {
+    "/v1/chat/completions": "chat",
+    "/v1/models": "models",
+    "/v1/groundproxy/documents": "documents",
+    "/metrics": "metrics",
+    "/healthz": "health",
+    "/readyz": "health",
+}
+
+
+class StatsSource(Protocol):
+    """Anything with ``stats()`` → ``{"hits": int, "misses": int, ...}`` (e.g. a verdict cache)."""
+
+    def stats(self) -> Mapping[str, Any]: ...
+
+
+def route_label(path: str) -> str:
+    """A bounded label for a request path (unknown paths share one label)."""
+    if path in _ROUTES:
+        return _ROUTES[path]
+    if path.startswith("/v1/groundproxy/"):
+        return "groundproxy"
+    return "other"
+
+
+class _CacheCollector(Collector):
+    """Reads every registered stats source at scrape time."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, Callable[[], StatsSource | None]] = {}
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        hits = GaugeMetricFamily("groundproxy_cache_hits", "cache hits so far", labels=["cache"])
+        misses = GaugeMetricFamily(
+            "groundproxy_cache_misses", "cache misses so far", labels=["cache"]
+        )
+        ratio = GaugeMetricFamily(
+            "groundproxy_cache_hit_ratio", "hits / (hits + misses)", labels=["cache"]
+        )
+        size = GaugeMetricFamily("groundproxy_cache_entries", "entries held", labels=["cache"])
+        for name, getter in sorted(self.sources.items()):
+            try:
+                source = getter()
+                stats = source.stats() if source is not None else None
+            except Exception:  # a broken source must not break the scrape
+                stats = None
+            if not stats:
+                continue
+            h, m = float(stats.get("hits", 0) or 0), float(stats.get("misses", 0) or 0)
+            hits.add_metric([name], h)
+            misses.add_metric([name], m)
+            ratio.add_metric([name], h / (h + m) if h + m else 0.0)
+            for key in ("size", "entries"):
+                if key in stats:
+                    size.add_metric([name], float(stats[key] or 0))
+                    break
+        return [hits, misses, ratio, size]
+
+
+class Metrics:
+    """The process's metrics; ``METRICS`` is the one the app uses."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "groundproxy_requests", "HTTP requests", ["tenant", "route", "status"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "groundproxy_request_seconds", "request wall time", ["route"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.verdicts = Counter(
+            "groundproxy_verdicts", "claim verdicts", ["tenant", "verdict"], registry=r
+        )
+        self.actions = Counter(
+            "groundproxy_actions", "policy actions on answers", ["tenant", "action"], registry=r
+        )
+        self.guard_seconds = Histogram(
+            "groundproxy_guard_seconds", "guard time per answer", ["tenant"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.upstream_seconds = Histogram(
+            "groundproxy_upstream_seconds", "upstream call time", ["tenant"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.batch_size = Histogram(
+            "groundproxy_verifier_batch_size", "pairs per verifier batch",
+            buckets=BATCH_BUCKETS, registry=r,
+        )
+        self._caches = _CacheCollector()
+        r.register(self._caches)
+
+    def observe_guard(self, tenant: str, report: GuardReport, seconds: float) -> None:
+        self.guard_seconds.labels(tenant).observe(seconds)
+        self.actions.labels(tenant, report.action).inc()
+        for claim in report.claims:
+            self.verdicts.labels(tenant, str(claim.verdict)).inc()
+
+    def observe_upstream(self, tenant: str, seconds: float) -> None:
+        self.upstream_seconds.labels(tenant).observe(seconds)
+
+    def observe_batch(self, pairs: int) -> None:
+        self.batch_size.observe(pairs)
+
+    def register_cache(self, name: str, getter: Callable[[], StatsSource | None]) -> None:
+        """Report a cache's ``stats()`` under ``cache=name`` (read lazily at each scrape)."""
+        self._caches.sources[name] = getter
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+METRICS = Metrics()
+
+
+class MetricsMiddleware:
+    """Pure ASGI: counts every request by tenant (bound by the route into structlog's
+    contextvars), route label and status; times it until the last body byte."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
+        self.app = app
+        self.metrics = metrics or METRICS
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = route_label(str(scope.get("path", "")))
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            tenant = str(structlog.contextvars.get_contextvars().get("tenant") or "-")
+            self.metrics.requests.labels(tenant, route, str(status["code"])).inc()
+            self.metrics.request_seconds.labels(route).observe(time.perf_counter() - started)

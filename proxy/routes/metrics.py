@@ -1,0 +1,65 @@
+"""``GET /metrics``: Prometheus text format.
+
+Readable by everyone only when ``GROUNDPROXY_METRICS_PUBLIC=true``. Otherwise: a client on
+the loopback interface (the usual sidecar scraper), or any tenant's admin key; a tenant's
+ordinary key gets 403, no key from elsewhere 401.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from guards.errors import AuthenticationError, PermissionDeniedError
+from proxy.auth import bearer_key
+from proxy.metrics import METRICS, StatsSource
+from proxy.state import app_state
+
+router = APIRouter()
+
+
+def _is_loopback(request: Request) -> bool:
+    host = request.client.host if request.client else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _authorize(request: Request) -> None:
+    state = app_state(request)
+    if state.settings.metrics_public or _is_loopback(request):
+        return
+    if not request.headers.get("authorization"):
+        raise AuthenticationError("metrics need an admin key from outside the loopback interface")
+    key = bearer_key(request)
+    if state.policies.lookup_admin_key(key) is not None:
+        return
+    if state.policies.lookup_key(key) is not None:
+        raise PermissionDeniedError("tenant keys may not read metrics: use an admin key")
+    raise AuthenticationError("incorrect API key provided: no tenant has this key")
+
+
+def _same(source: StatsSource) -> StatsSource:
+    return source
+
+
+def _register_caches(request: Request) -> None:
+    """Report the guard's verdict cache, when it has one with ``stats()``."""
+    guard = app_state(request).guard
+    for attr in ("verdict_cache", "cache"):
+        source = getattr(guard, attr, None)
+        if source is not None and callable(getattr(source, "stats", None)):
+            METRICS.register_cache("verdict", functools.partial(_same, source))
+            return
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    _authorize(request)
+    _register_caches(request)
+    return Response(METRICS.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,144 @@
+"""Budgets, guard failures and the verdict cache, on GuardService with test verifiers
+registered through models.registry's factories (removed again after each test)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from guards.cache import CachingVerifier, VerdictCache
+from guards.lexical import LexicalVerifier
+from guards.types import Pair, Probs
+from models import registry
+from policies.schema import Policy
+from proxy.guarding import GuardService
+from retrieval.hashing_embedder import HashingEmbedder
+
+ANSWER = "The warranty lasts 24 months. Batteries are covered for 6 months."
+CONTEXT = [("system", "The warranty lasts 12 months. Batteries are covered for 6 months.")]
+
+
+class SlowVerifier:
+    name = "test-slow"
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        time.sleep(2.0)
+        return LexicalVerifier().score(pairs)
+
+
+class BrokenVerifier:
+    name = "test-broken"
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        raise RuntimeError("verifier backend crashed")
+
+
+class CountingVerifier:
+    name = "test-counting"
+
+    def __init__(self) -> None:
+        self.pairs = 0
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        self.pairs += len(pairs)
+        return LexicalVerifier().score(pairs)
+
+
+@pytest.fixture
+def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GuardService]:
+    counting = CountingVerifier()
+    for name, factory in {
+        "test-slow": SlowVerifier,
+        "test-broken": BrokenVerifier,
+        "test-counting": lambda: counting,
+    }.items():
+        monkeypatch.setitem(registry._FACTORIES, name, factory)
+    yield GuardService(tmp_path, HashingEmbedder())
+
+
+def policy(tenant: str = "t1", **over: Any) -> Policy:
+    return Policy.model_validate(
+        {"tenant": tenant, "keys": ["sha256:" + "0" * 64], "upstream": {"model": "x"}, **over}
+    )
+
+
+def guard(service: GuardService, pol: Policy) -> Any:
+    async def run() -> Any:
+        return await service.guard(ANSWER, "How long?", CONTEXT, pol)
+
+    return anyio.run(run)
+
+
+def test_slow_verifier_past_budget_is_unverified_never_a_hang(service: GuardService) -> None:
+    started = time.perf_counter()
+    report = guard(service, policy(verifier={"model": "test-slow"}, latency_budget_ms=200))
+    assert time.perf_counter() - started < 1.5  # returned at the budget, not after 2 s
+    assert report.action == "unverified" and report.unverified
+    assert report.text == ANSWER and not report.blocked
+    assert report.claims and all(c.action == "unverified" for c in report.claims)
+    assert all(c.verdict == "unverifiable" for c in report.claims)
+    assert "latency budget" in report.claims[0].explanation
+    # past the budget even "block" fails open, visibly: the answer was not judged wrong
+    strict = guard(
+        service,
+        policy(verifier={"model": "test-slow"}, latency_budget_ms=200, on_guard_error="block"),
+    )
+    assert strict.action == "unverified" and strict.text == ANSWER
+
+
+def test_raising_verifier_annotate_marks_unverified(service: GuardService) -> None:
+    report = guard(service, policy(verifier={"model": "test-broken"}))
+    assert report.action == "unverified" and report.unverified and not report.blocked
+    assert report.text == ANSWER
+    assert all(c.action == "unverified" for c in report.claims)
+    assert "verifier backend crashed" in report.claims[0].explanation
+
+
+def test_raising_verifier_block_refuses(service: GuardService) -> None:
+    pol = policy(verifier={"model": "test-broken"}, on_guard_error="block")
+    report = guard(service, pol)
+    assert report.blocked and report.action == "block"
+    assert report.text == pol.actions.refusal
+
+
+def test_verdict_cache_hits_within_a_tenant_only(service: GuardService) -> None:
+    pol_a = policy("tenant-a", verifier={"model": "test-counting"})
+    pol_b = policy("tenant-b", verifier={"model": "test-counting"})
+    counting = service.verifiers.get("test-counting")
+    assert isinstance(counting, CountingVerifier)
+    first = guard(service, pol_a)
+    scored = counting.pairs
+    assert scored > 0
+    again = guard(service, pol_a)
+    assert counting.pairs == scored  # every pair answered from the cache
+    assert [c.verdict for c in again.claims] == [c.verdict for c in first.claims]
+    assert [c.probs for c in again.claims] == [c.probs for c in first.claims]
+    guard(service, pol_b)
+    assert counting.pairs == 2 * scored  # another tenant never hits tenant-a's entries
+    stats = service.verdict_cache.stats()
+    assert stats["hits"] == scored and stats["misses"] == 2 * scored
+    assert stats["hit_rate"] == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_verdict_cache_is_bounded_lru() -> None:
+    cache = VerdictCache(max_entries=2)
+    inner = CountingVerifier()
+    v = CachingVerifier(inner, cache, "t")
+    pairs = [Pair(f"claim {i}", "evidence", None) for i in range(3)]
+    v.score(pairs[:2])
+    v.score(pairs[:1])  # claim 0 is now the most recently used
+    v.score(pairs[2:])  # evicts claim 1
+    assert cache.stats()["size"] == 2 and cache.stats()["evictions"] == 1
+    before = inner.pairs
+    v.score([pairs[0]])
+    assert inner.pairs == before
+    v.score([pairs[1]])
+    assert inner.pairs == before + 1
+    # evidence is keyed by its content: an edited chunk is a new entry
+    v.score([Pair("claim 0", "evidence, edited", None)])
+    assert inner.pairs == before + 2
