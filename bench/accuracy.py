@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--claims", choices=["meta", "whole", "min_sentence"], default="meta")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--only", nargs="*", default=None, help="eval file stems to run (default all)")
     args = ap.parse_args()
 
     v32 = EmbedHeadVerifier("fp32")
@@ -134,6 +135,8 @@ def main() -> None:
     table: list[dict[str, Any]] = []
     # smallest files first, so a partial run has covered the most datasets
     files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    if args.only:
+        files = [p for p in files if p.stem in args.only]
     for path in files:
         rows = read_rows(path, args.limit)
         labels = [int(r["label_hallucinated"]) for r in rows]

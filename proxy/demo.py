@@ -99,9 +99,8 @@ def _ask(base_url: str, question: str, stream: bool) -> None:
 
 
 def run_demo(port: int = 0) -> int:
-    from retrieval.ingest import ingest_paths
-
     from retrieval.embedder import load_embedder
+    from retrieval.ingest import ingest_paths
 
     work = Path(tempfile.mkdtemp(prefix="groundproxy-demo-"))
     policies, data = work / "policies", work / "data"

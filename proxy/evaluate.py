@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guards.pipeline import run_guard
-
 from guards.errors import BadRequestError
+from guards.pipeline import run_guard
 from guards.types import Embedder, EvidenceSource, Verifier
 from models.registry import VerifierRegistry
 from policies.schema import Policy
