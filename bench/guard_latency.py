@@ -105,7 +105,8 @@ def main() -> None:
                     t = time.perf_counter()
                     r = http.post(url, json=body, headers=headers)
                     dt = (time.perf_counter() - t) * 1000
-                    r.raise_for_status()
+                    if r.status_code != 200:
+                        raise RuntimeError(f"{name}: {r.status_code} {r.text[:300]}")
                     if i >= 5:  # warm-up excluded
                         times[name].append(dt)
                         if name == "guarded":

@@ -61,36 +61,81 @@ def resolve_model(upstream: UpstreamPolicy, client_model: str) -> str:
     return upstream.model
 
 
+OPENAI_CHAT_PARAMS = frozenset(
+    {
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning_effort",
+        "response_format",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "web_search_options",
+    }
+)
+
+
+def upstream_kwargs(
+    upstream: UpstreamPolicy,
+    model: str,
+    messages: list[dict[str, Any]],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """litellm.acompletion keyword arguments for one call.
+
+    OpenAI's own chat parameters go to litellm as keywords (it translates them for other
+    providers); every other client field rides in ``extra_body``, so it reaches the upstream
+    untouched and can never steer litellm itself (``api_base``, ``api_key``,
+    ``mock_response``, credentials …): routing and keys come from the policy alone.
+    """
+    kwargs: dict[str, Any] = {k: v for k, v in extra.items() if k in OPENAI_CHAT_PARAMS}
+    unknown = {k: v for k, v in extra.items() if k not in OPENAI_CHAT_PARAMS}
+    if unknown:
+        kwargs["extra_body"] = unknown
+    kwargs.update(
+        model=model,
+        messages=messages,
+        timeout=upstream.timeout_s,
+        num_retries=0,
+        max_retries=0,
+    )
+    if upstream.api_base:
+        kwargs["api_base"] = upstream.api_base
+    key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
+    if key:
+        kwargs["api_key"] = key
+    elif upstream.api_base:
+        # A self-hosted OpenAI-compatible server (vLLM, Ollama …) often needs no key, but
+        # the client library refuses to send a request without one.
+        kwargs["api_key"] = "groundproxy-no-key"
+    return kwargs
+
+
 class UpstreamClient:
     """Calls the tenant's upstream; one instance per process (litellm pools connections)."""
 
     def __init__(self) -> None:
         self._litellm = import_litellm()
-
-    def _kwargs(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-    ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = dict(extra)
-        kwargs.update(
-            model=model,
-            messages=messages,
-            timeout=upstream.timeout_s,
-            num_retries=0,
-            max_retries=0,
-        )
-        if upstream.api_base:
-            kwargs["api_base"] = upstream.api_base
-        if upstream.api_key_env:
-            key = os.environ.get(upstream.api_key_env)
-            if key:
-                kwargs["api_key"] = key
-            elif upstream.api_base:
-                kwargs["api_key"] = "groundproxy-no-key"
-        return kwargs
 
     async def complete(
         self,
@@ -101,7 +146,7 @@ class UpstreamClient:
         stream: bool,
     ) -> UpstreamAnswer:
         """One completion; with ``stream`` the upstream streams and the chunks are collected."""
-        kwargs = self._kwargs(upstream, model, messages, extra)
+        kwargs = upstream_kwargs(upstream, model, messages, extra)
         started = time.perf_counter()
         try:
             if not stream:
@@ -123,7 +168,7 @@ class UpstreamClient:
     ) -> UpstreamStream:
         """Open a streamed completion (``stream: sentence``); connection and status
         errors raise here, before any byte is sent to the client."""
-        kwargs = self._kwargs(upstream, model, messages, extra)
+        kwargs = upstream_kwargs(upstream, model, messages, extra)
         kwargs["stream"] = True
         started = time.perf_counter()
         try:
@@ -151,7 +196,9 @@ class StreamDelta:
 def _deltas(chunk: Any) -> list[StreamDelta]:
     data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
     meta: dict[str, Any] = {
-        "id": data.get("id"), "created": data.get("created"), "model": data.get("model")
+        "id": data.get("id"),
+        "created": data.get("created"),
+        "model": data.get("model"),
     }
     usage = data.get("usage") or None
     out = [

@@ -232,11 +232,14 @@ async def test_unknown_fields_pass_through(client: httpx.AsyncClient, upstream_p
     resp = await client.post(
         "/v1/chat/completions",
         headers=auth("acme"),
-        json=chat("refund please", temperature=0.3, user="u-42"),
+        json=chat("refund please", temperature=0.3, user="u-42", foo_bar={"x": 1},
+                  mock_response="owned", api_base="http://127.0.0.9:1"),
     )
     assert resp.status_code == 200
     last = httpx.get(f"http://127.0.0.1:{upstream_port}/_last").json()
     assert last["temperature"] == 0.3 and last["user"] == "u-42"
+    assert last["foo_bar"] == {"x": 1}  # unknown fields pass through to the upstream …
+    assert "owned" not in resp.text  # … but never steer litellm (mock_response, api_base)
     assert last["model"] == "gpt-4o-mini"
 
 

@@ -1,0 +1,68 @@
+"""How a policy's upstream block becomes litellm arguments (keys from the environment only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from guards.errors import UnknownModelError
+from policies.schema import UpstreamPolicy
+from proxy.upstream import resolve_model, upstream_kwargs
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def test_key_comes_from_the_named_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACME_UPSTREAM_KEY", "sk-upstream")
+    up = UpstreamPolicy(model="openai/x", api_key_env="ACME_UPSTREAM_KEY")
+    kw = upstream_kwargs(up, "openai/x", MSG, {"temperature": 0.2})
+    assert kw["api_key"] == "sk-upstream"
+    assert kw["temperature"] == 0.2 and kw["num_retries"] == 0 and kw["timeout"] == 60.0
+    assert "api_base" not in kw
+
+
+def test_self_hosted_base_without_key_gets_a_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    up = UpstreamPolicy(model="openai/x", api_base="http://127.0.0.1:9/v1")
+    kw = upstream_kwargs(up, "openai/x", MSG, {})
+    assert kw["api_base"] == "http://127.0.0.1:9/v1"
+    assert kw["api_key"] == "groundproxy-no-key"
+
+
+def test_no_base_and_no_key_leaves_the_provider_default() -> None:
+    kw = upstream_kwargs(UpstreamPolicy(model="openai/x"), "openai/x", MSG, {})
+    assert "api_key" not in kw
+
+
+def test_client_fields_cannot_steer_litellm() -> None:
+    up = UpstreamPolicy(model="openai/x")
+    sneaky = {
+        "api_base": "http://evil.example",
+        "api_key": "x",
+        "mock_response": "owned",
+        "custom_llm_provider": "evil",
+        "foo_bar": 1,
+        "temperature": 0.1,
+    }
+    kw = upstream_kwargs(up, "openai/x", MSG, sneaky)
+    assert "api_base" not in kw and "api_key" not in kw and "mock_response" not in kw
+    assert "custom_llm_provider" not in kw
+    assert kw["temperature"] == 0.1
+    # Unknown fields still reach the upstream, as body fields it may ignore.
+    assert kw["extra_body"] == {
+        "api_base": "http://evil.example",
+        "api_key": "x",
+        "mock_response": "owned",
+        "custom_llm_provider": "evil",
+        "foo_bar": 1,
+    }
+
+
+def test_model_map_and_restriction() -> None:
+    up = UpstreamPolicy(model="openai/default", models={"fast": "openai/fast"})
+    assert resolve_model(up, "fast") == "openai/fast"
+    assert resolve_model(up, "other") == "openai/default"
+    strict = UpstreamPolicy(
+        model="openai/default", models={"fast": "openai/fast"}, restrict_models=True
+    )
+    with pytest.raises(UnknownModelError):
+        resolve_model(strict, "other")
