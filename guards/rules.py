@@ -10,7 +10,8 @@
   claim also uses near its value, gives a *mismatch* and a *correction* — the claim with
   the evidence's value substituted ("evidence states 12 months, claim states 24 months").
   The shared nearby word keeps "won the award in 1980" from being "corrected" by
-  "was born in 1950".
+  "was born in 1950"; and the evidence sentence must hold at least half of the claim's
+  content words (it must speak of the same thing), else there is no correction.
 - ``entities_need_evidence``: every named-entity phrase of the claim must be mentioned
   by some evidence (case-insensitive, possessive "'s" ignored); otherwise *missing*.
 """
@@ -28,6 +29,7 @@ from guards.quantities import Quantity, extract_quantities
 from policies.schema import RulesPolicy
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
+ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _CURRENCIES = "$€£¥"
 
@@ -63,6 +65,32 @@ def _near_words(text: str, q: Quantity) -> set[str]:
     after = [m.group() for m in _WORD.finditer(text, q.span[1])]
     words = {_stem(w) for w in (*before[-NEAR_WORDS:], *after[:NEAR_WORDS])}
     return {w for w in words if w not in ENGLISH_STOP_WORDS and len(w) > 1} - {q.unit}
+
+
+def _content_words(text: str) -> set[str]:
+    words = {_stem(m.group()) for m in _WORD.finditer(text)}
+    return {w for w in words if w not in ENGLISH_STOP_WORDS and len(w) > 1}
+
+
+_SENTENCE_END = re.compile(r"[.!?]\s|\n")
+
+
+def _sentence_around(text: str, span: tuple[int, int]) -> str:
+    """The sentence (or line) of ``text`` that holds ``span``."""
+    start = 0
+    for m in _SENTENCE_END.finditer(text, 0, span[0]):
+        start = m.end()
+    end_match = _SENTENCE_END.search(text, span[1])
+    return text[start : end_match.start() + 1 if end_match else len(text)]
+
+
+def _aligned(claim_words: set[str], sentence: str) -> bool:
+    """The evidence sentence speaks of the same thing as the claim: it holds at least
+    ALIGN_RECALL of the claim's content words. Keeps "a free replacement robot after two
+    years" from being "corrected" by "return an unused robot within 30 days"."""
+    if not claim_words:
+        return True
+    return len(claim_words & _content_words(sentence)) / len(claim_words) >= ALIGN_RECALL
 
 
 def _present(q: Quantity, evidence_qs: Sequence[Sequence[Quantity]]) -> bool:
@@ -114,10 +142,13 @@ def _find_mismatch(
     near = _near_words(claim, q)
     if not near:
         return None
+    claim_words = _content_words(claim) - {q.unit}
     for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
         best: tuple[int, Quantity] | None = None
         for e in qs:
             if not _comparable(q, e) or q.same_value(e):
+                continue
+            if not _aligned(claim_words, _sentence_around(text, e.span)):
                 continue
             overlap = len(near & _near_words(text, e))
             if overlap and (best is None or overlap > best[0]):

@@ -131,3 +131,18 @@ def test_mismatch_across_units_replaces_value_and_unit() -> None:
     assert r.explanation == "evidence states 12 months, claim states 2 years"
     words = check_claim("The warranty lasts twenty-four months.", WARRANTY_EVIDENCE)
     assert words.correction == "The warranty lasts 12 months."
+
+
+def test_no_correction_from_an_unrelated_sentence_with_a_comparable_value() -> None:
+    claim = "Acme also gives every customer a free replacement robot after two years."
+    evidence = ["You can return an unused robot within 30 days of delivery for a full refund."]
+    result = check_claim(claim, evidence)
+    assert result.correction is None
+    assert not result.mismatches
+    assert not result.ok  # "two years" is still unsupported by the evidence
+
+
+def test_correction_from_an_aligned_sentence_still_happens() -> None:
+    result = check_claim("It weighs 4.1 kilograms.",
+                         ["The R2 weighs 3.4 kilograms and its dust bin holds 0.5 liters."])
+    assert result.correction == "It weighs 3.4 kilograms."
