@@ -54,50 +54,15 @@ from guards.types import Embedder, EvidenceSource, Verifier
 from policies.loader import PolicyStore
 from policies.schema import Policy
 from proxy.calibration import write_calibration
-from proxy.evaluate import eval_policy
+from proxy.evaluate import Row, eval_policy, read_rows
 
 log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
 
 
-@dataclass(frozen=True)
-class CalRow:
-    id: str
-    context: str
-    query: str | None
-    response: str
-    label: int
-    gold_doc: str | None
-
-
-def read_cal_rows(path: Path, limit: int | None = None) -> list[CalRow]:
-    rows: list[CalRow] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequestError(f"cannot read {path}: {exc}") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-            gold = d.get("gold_doc")
-            rows.append(CalRow(
-                str(d.get("id", n)), d["context"] or "", d.get("query"), d["response"] or "",
-                int(d["label_hallucinated"]), str(gold) if gold else None,
-            ))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise BadRequestError(f"{path}:{n}: not a labelled row ({exc})") from exc
-        if limit is not None and len(rows) >= limit:
-            break
-    if not rows:
-        raise BadRequestError(f"{path}: no rows")
-    return rows
-
-
 def split_rows(
-    rows: Sequence[CalRow], cal_fraction: float, seed: int
-) -> tuple[list[CalRow], list[CalRow]]:
+    rows: Sequence[Row], cal_fraction: float, seed: int
+) -> tuple[list[Row], list[Row]]:
     if not 0.0 < cal_fraction < 1.0:
         raise BadRequestError("--cal-fraction must be in (0, 1)", param="cal_fraction")
     order = list(rows)
@@ -107,7 +72,7 @@ def split_rows(
 
 
 def answer_score(
-    row: CalRow, policy: Policy, verifier: Verifier, embedder: Embedder
+    row: Row, policy: Policy, verifier: Verifier, embedder: Embedder
 ) -> float:
     """The largest threshold at which the whole answer is accepted (module docstring)."""
     report = guard_context_row(
@@ -123,8 +88,8 @@ def _r(x: float) -> float | None:
 
 
 def calibrate_verifier(
-    cal: Sequence[CalRow], held: Sequence[CalRow], alpha: float,
-    score: Callable[[CalRow], float], default_threshold: float,
+    cal: Sequence[Row], held: Sequence[Row], alpha: float,
+    score: Callable[[Row], float], default_threshold: float,
 ) -> dict[str, Any]:
     cal_pos = [score(r) for r in cal if r.label == 0]
     held_scores = [(r.label, score(r)) for r in held]
@@ -170,8 +135,8 @@ class Retrieved:
 
 
 def _retrieve(
-    rows: Sequence[CalRow], index: EvidenceSource, embedder: Embedder, top_k: int,
-    gold_of: Callable[[CalRow], str],
+    rows: Sequence[Row], index: EvidenceSource, embedder: Embedder, top_k: int,
+    gold_of: Callable[[Row], str],
 ) -> list[Retrieved]:
     queries = [(r.query or r.response or " ") for r in rows]
     vectors = embedder.encode(queries)
@@ -221,7 +186,7 @@ def calibrate_retrieval(
     }
 
 
-def _context_index(rows: Sequence[CalRow], embedder: Embedder, tmp: Path) -> tuple[
+def _context_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> tuple[
     EvidenceSource, dict[str, str]
 ]:
     from retrieval.ingest import ingest_texts
@@ -274,7 +239,7 @@ def calibrate(
     if not 0.0 < alpha < 1.0:
         raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
     policy, policy_source = _tenant_policy(policies, tenant, verifier_name)
-    rows = read_cal_rows(path, limit)
+    rows = read_rows(path, limit)
     cal, held = split_rows(rows, cal_fraction, seed)
     embedder = load_embedder()
     verifier = VerifierRegistry().get(policy.verifier.model)
@@ -282,7 +247,7 @@ def calibrate(
     say(f"scoring {len(rows)} answers with '{verifier.name}' …")
     cache: dict[str, float] = {}
 
-    def score(r: CalRow) -> float:
+    def score(r: Row) -> float:
         if r.id not in cache:
             cache[r.id] = answer_score(r, policy, verifier, embedder)
         return cache[r.id]
@@ -294,14 +259,14 @@ def calibrate(
             index: EvidenceSource = TenantIndex.open(data, policy.index_name)
             source = f"tenant index '{policy.index_name}' (gold_doc)"
 
-            def gold_of(r: CalRow) -> str:
+            def gold_of(r: Row) -> str:
                 return r.gold_doc or ""
         else:
             say(f"ingesting {len({r.context for r in rows})} contexts into a temporary index …")
             index, doc_of = _context_index(rows, embedder, Path(tmp))
             source = "the rows' contexts (each row's own context is its gold document)"
 
-            def gold_of(r: CalRow) -> str:
+            def gold_of(r: Row) -> str:
                 return doc_of.get(r.context, "")
 
         retrieval = calibrate_retrieval(

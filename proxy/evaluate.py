@@ -38,6 +38,7 @@ class Row:
     query: str | None
     response: str
     label: int
+    gold_doc: str | None = None  # the index document holding the answer (calibration)
 
 
 def read_rows(path: Path, limit: int | None = None) -> list[Row]:
@@ -58,6 +59,7 @@ def read_rows(path: Path, limit: int | None = None) -> list[Row]:
                     d.get("query"),
                     d["response"] or "",
                     int(d["label_hallucinated"]),
+                    str(d["gold_doc"]) if d.get("gold_doc") else None,
                 )
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
