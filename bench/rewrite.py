@@ -52,7 +52,7 @@ from guards.pipeline import run_guard
 from guards.sentences import sentence_spans
 from guards.types import GuardReport, Pair, Verifier
 from models.registry import VerifierRegistry
-from policies.schema import Policy
+from policies.schema import Policy, local_policy
 from proxy.evaluate import Row, read_rows
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
@@ -63,14 +63,7 @@ _CITE = re.compile(r" \[\d+\]")
 
 
 def bench_policy(verifier: str) -> Policy:
-    return Policy.model_validate(
-        {
-            "tenant": "bench",
-            "keys": ["sha256:" + "0" * 64],
-            "upstream": {"model": "none"},
-            "verifier": {"model": verifier},
-        }
-    )
+    return local_policy("bench", verifier={"model": verifier})
 
 
 def content_changed(report: GuardReport) -> bool:

@@ -135,3 +135,20 @@ class Policy(_Strict):
     @property
     def index_name(self) -> str:
         return self.retrieval.index or self.tenant
+
+
+# A hash no key can have (the sha256 of anything is never all zeros in practice): policies
+# built in-process for eval, warm-up, benchmarks and tests accept no API key at all.
+NO_KEY_HASH = "sha256:" + "0" * 64
+
+
+def local_policy(tenant: str = "local", upstream_model: str = "none", **fields: object) -> Policy:
+    """A validated policy for in-process use (eval, calibration, warm-up, benchmarks, tests):
+    DESIGN's defaults, no usable key, top-level ``fields`` overriding the defaults."""
+    data: dict[str, object] = {
+        "tenant": tenant,
+        "keys": [NO_KEY_HASH],
+        "upstream": {"model": upstream_model},
+    }
+    data.update(fields)
+    return Policy.model_validate(data)

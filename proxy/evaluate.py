@@ -26,9 +26,7 @@ from guards.errors import BadRequestError
 from guards.pipeline import run_guard
 from guards.types import Embedder, EvidenceSource, Verifier
 from models.registry import VerifierRegistry
-from policies.schema import Policy
-
-_DUMMY_KEY = "sha256:" + "0" * 64
+from policies.schema import Policy, local_policy
 
 
 @dataclass(frozen=True)
@@ -72,14 +70,10 @@ def read_rows(path: Path, limit: int | None = None) -> list[Row]:
 
 
 def eval_policy(verifier: str, mode: str) -> Policy:
-    return Policy.model_validate(
-        {
-            "tenant": "eval",
-            "keys": [_DUMMY_KEY],
-            "upstream": {"model": "none"},
-            "retrieval": {"use_request_context": mode == "context"},
-            "verifier": {"model": verifier},
-        }
+    return local_policy(
+        "eval",
+        retrieval={"use_request_context": mode == "context"},
+        verifier={"model": verifier},
     )
 
 

@@ -20,7 +20,7 @@ from guards.errors import GroundproxyError, GuardTimeoutError
 from guards.pipeline import run_guard, unverified_report
 from guards.types import Embedder, EvidenceSource, GuardReport
 from models.registry import VerifierRegistry
-from policies.schema import Policy
+from policies.schema import Policy, local_policy
 from proxy.calibration import CalibrationCache
 from proxy.metrics import METRICS
 from retrieval.tenant_index import IndexManager
@@ -56,10 +56,7 @@ class GuardService:
 
     def _warm_run(self, verifier_name: str) -> None:
         """One full guard on a tiny sample: first requests pay no lazy-import cost."""
-        policy = Policy.model_validate({
-            "tenant": "warmup", "keys": ["sha256:" + "0" * 64], "upstream": {"model": "none"},
-            "verifier": {"model": verifier_name},
-        })
+        policy = local_policy("warmup", verifier={"model": verifier_name})
         run_guard(
             "The warranty lasts 12 months. It covers 3 parts made by Acme in Paris.",
             question="How long is the warranty?",

@@ -16,20 +16,14 @@ from guards.decide import (
 )
 from guards.rules import RuleResult
 from guards.types import Claim, ClaimResult, Evidence, Probs
-from policies.schema import Policy
+from policies.schema import Policy, local_policy
 
 CLAIM = Claim("The warranty lasts 24 months.", (0, 29))
 OK = RuleResult(ok=True)
 
 
 def policy(**overrides: object) -> Policy:
-    data: dict[str, object] = {
-        "tenant": "acme",
-        "keys": ["sha256:" + "0" * 64],
-        "upstream": {"model": "openai/gpt-4o-mini"},
-    }
-    data.update(overrides)
-    return Policy.model_validate(data)
+    return local_policy("acme", "openai/gpt-4o-mini", **overrides)
 
 
 def ev(chunk: str) -> Evidence:

@@ -14,7 +14,7 @@ from guards.errors import GuardError
 from guards.lexical import LexicalVerifier
 from guards.pipeline import guard_context_row, run_guard, unverified_report
 from guards.types import Embedder, Evidence, EvidenceSource, Pair, Probs, Verifier
-from policies.schema import Policy
+from policies.schema import Policy, local_policy
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = {"the", "a", "an", "of", "is", "are", "to", "in", "and", "for", "our", "it", "if"}
@@ -93,13 +93,7 @@ class BrokenVerifier:
 
 
 def policy(**overrides: object) -> Policy:
-    data: dict[str, object] = {
-        "tenant": "acme",
-        "keys": ["sha256:" + "0" * 64],
-        "upstream": {"model": "openai/gpt-4o-mini"},
-    }
-    data.update(overrides)
-    return Policy.model_validate(data)
+    return local_policy("acme", "openai/gpt-4o-mini", **overrides)
 
 
 DOCS = [

@@ -7,7 +7,7 @@ import pytest
 from guards.claims import decompose
 from guards.rewrite import render, rendered_trust
 from guards.types import ClaimResult, Evidence, Probs, Verdict
-from policies.schema import Policy
+from policies.schema import Policy, local_policy
 
 SUP = Probs(0.9, 0.02, 0.08)
 CON = Probs(0.05, 0.85, 0.10)
@@ -17,14 +17,7 @@ FIXED = "The warranty lasts 12 months."
 
 
 def policy(**overrides: object) -> Policy:
-    data: dict[str, object] = {
-        "tenant": "acme",
-        "keys": ["sha256:" + "0" * 64],
-        "upstream": {"model": "openai/gpt-4o-mini"},
-        "citations": "none",
-    }
-    data.update(overrides)
-    return Policy.model_validate(data)
+    return local_policy("acme", "openai/gpt-4o-mini", **{"citations": "none", **overrides})
 
 
 def ev(doc: str, chunk: str, text: str = "Evidence text.") -> Evidence:

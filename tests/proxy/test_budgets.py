@@ -15,7 +15,7 @@ from guards.cache import CachingVerifier, VerdictCache
 from guards.lexical import LexicalVerifier
 from guards.types import Pair, Probs
 from models import registry
-from policies.schema import Policy
+from policies.schema import Policy, local_policy
 from proxy.guarding import GuardService
 from retrieval.hashing_embedder import HashingEmbedder
 
@@ -62,9 +62,7 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GuardSe
 
 
 def policy(tenant: str = "t1", **over: Any) -> Policy:
-    return Policy.model_validate(
-        {"tenant": tenant, "keys": ["sha256:" + "0" * 64], "upstream": {"model": "x"}, **over}
-    )
+    return local_policy(tenant, "x", **over)
 
 
 def guard(service: GuardService, pol: Policy) -> Any:
