@@ -131,11 +131,52 @@ def upstream_kwargs(
     return kwargs
 
 
+def is_connection_drop(exc: BaseException) -> bool:
+    """Did the connection fail before any answer (not a timeout, not an HTTP status)?
+
+    litellm re-wraps openai's ``APIConnectionError`` (sometimes as a 500
+    ``InternalServerError``), so the whole ``__cause__``/``__context__`` chain is read.
+    """
+    import httpx
+    import openai
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+            return False
+        if isinstance(
+            cur,
+            openai.APIConnectionError
+            | httpx.ConnectError
+            | httpx.RemoteProtocolError
+            | httpx.ReadError,
+        ):
+            return True
+        if "Connection error" in str(getattr(cur, "message", "")):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 class UpstreamClient:
     """Calls the tenant's upstream; one instance per process (litellm pools connections)."""
 
     def __init__(self) -> None:
         self._litellm = import_litellm()
+
+    async def _acompletion(self, kwargs: dict[str, Any]) -> Any:
+        """``litellm.acompletion``, retried once when a pooled connection was dropped
+        before an answer came (the server closed an idle keep-alive connection as we reused
+        it). Timeouts and HTTP error statuses are never retried."""
+        try:
+            return await self._litellm.acompletion(**kwargs)
+        except Exception as exc:
+            if not is_connection_drop(exc):
+                raise
+            log.info("upstream_connection_dropped_retrying")
+            return await self._litellm.acompletion(**kwargs)
 
     async def complete(
         self,
@@ -150,11 +191,11 @@ class UpstreamClient:
         started = time.perf_counter()
         try:
             if not stream:
-                resp = await self._litellm.acompletion(**kwargs)
+                resp = await self._acompletion(kwargs)
                 body: dict[str, Any] = resp.model_dump(exclude_none=False)
                 return UpstreamAnswer(body, time.perf_counter() - started)
             kwargs["stream"] = True
-            resp = await self._litellm.acompletion(**kwargs)
+            resp = await self._acompletion(kwargs)
             return await _collect_stream(resp, started)
         except Exception as exc:  # mapped below, re-raised as our own tree
             raise map_upstream_error(exc, self._litellm) from exc
@@ -172,7 +213,7 @@ class UpstreamClient:
         kwargs["stream"] = True
         started = time.perf_counter()
         try:
-            raw = await self._litellm.acompletion(**kwargs)
+            raw = await self._acompletion(kwargs)
         except Exception as exc:
             raise map_upstream_error(exc, self._litellm) from exc
         return UpstreamStream(raw, self._litellm, started)
