@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python bench/accuracy.py [--data ../shared/data] [--limit N]
         [--claims meta|whole|min_sentence] [--out /tmp/accuracy.json]
+        [--verifiers NAME,…] [--models-dir DIR] [--plots bench/results/accuracy]
 
 For every file in ``<data>/eval`` each row's response is scored against the row's own
 context (closed domain) and P(supported) is the row's score:
@@ -17,10 +18,17 @@ context (closed domain) and P(supported) is the row's score:
   were fitted (bench/fit_lexical.py, train data only); threshold 0.5 (its fitted
   logistic decision boundary).
 
+* ``--verifiers``: any other verifier the registry can load by name (e.g. one built with
+  ``groundproxy models build``), scored on the same pairs as embedhead (whole response or
+  the minimum over its sentences, against the whole context; the verifier selects its own
+  evidence windows); threshold: the verifier's ``threshold`` attribute if it has one (set
+  from train data at build time), else 0.5.
+
 Metrics: balanced accuracy, F1 of the hallucinated class, ROC-AUC (1 − P(supported) as
 the hallucination score), ms per example (wall time of scoring; the two embedhead rows
 share one embedding pass, which is counted in both). ``--limit N`` scores a seeded
-sample of N rows per file.
+sample of N rows per file. ``--plots DIR`` writes ``roc.png`` and ``reliability.png``
+(bench/plots.py) with every verifier on every file.
 """
 
 from __future__ import annotations
@@ -67,6 +75,19 @@ def read_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
     return rows
 
 
+def row_pairs(batch: list[dict[str, Any]], claims: str) -> tuple[list[Pair], list[int]]:
+    """(claim, whole context) pairs of a batch of rows and the row index of each pair."""
+    pairs: list[Pair] = []
+    owner: list[int] = []
+    for i, r in enumerate(batch):
+        response = str(r["response"] or "")
+        parts = split_sentences(response) if claims == "min_sentence" else []
+        for claim in parts or [response]:
+            pairs.append(Pair(claim=claim, evidence=str(r["context"] or "")))
+            owner.append(i)
+    return pairs, owner
+
+
 def embedhead_scores(
     rows: list[dict[str, Any]], v32: EmbedHeadVerifier, v8: EmbedHeadVerifier, claims: str
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -76,14 +97,7 @@ def embedhead_scores(
     t_feat = t32 = t8 = 0.0
     for at in range(0, len(rows), BATCH_ROWS):
         batch = rows[at : at + BATCH_ROWS]
-        pairs: list[Pair] = []
-        owner: list[int] = []
-        for i, r in enumerate(batch):
-            response = str(r["response"] or "")
-            parts = split_sentences(response) if claims == "min_sentence" else []
-            for claim in parts or [response]:
-                pairs.append(Pair(claim=claim, evidence=str(r["context"] or "")))
-                owner.append(i)
+        pairs, owner = row_pairs(batch, claims)
         t0 = time.perf_counter()
         feats = v32.features(pairs)
         t1 = time.perf_counter()
@@ -99,6 +113,21 @@ def embedhead_scores(
             p32.append(float(a[own == i].min()))
             p8.append(float(b[own == i].min()))
     return np.array(p32), np.array(p8), t_feat + t32, t_feat + t8
+
+
+def generic_scores(
+    rows: list[dict[str, Any]], verifier: Any, claims: str
+) -> tuple[np.ndarray, float]:
+    """P(supported) per row from any registry verifier (min over sentences if asked)."""
+    out: list[float] = []
+    t0 = time.perf_counter()
+    for at in range(0, len(rows), BATCH_ROWS):
+        batch = rows[at : at + BATCH_ROWS]
+        pairs, owner = row_pairs(batch, claims)
+        p = np.array([x.supported for x in verifier.score(pairs)])
+        own = np.array(owner)
+        out += [float(p[own == i].min()) for i in range(len(batch))]
+    return np.array(out), time.perf_counter() - t0
 
 
 def lexical_scores(rows: list[dict[str, Any]], lex: LexicalVerifier) -> tuple[np.ndarray, float]:
@@ -126,7 +155,21 @@ def main() -> None:
     ap.add_argument("--claims", choices=["meta", "whole", "min_sentence"], default="meta")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--only", nargs="*", default=None, help="eval file stems to run (default all)")
+    ap.add_argument("--verifiers", default="", help="more registry verifier names, comma-separated")
+    ap.add_argument("--models-dir", type=Path, default=None, help="where built models live")
+    ap.add_argument(
+        "--plots", type=Path, default=Path(__file__).resolve().parent / "results" / "accuracy"
+    )
     args = ap.parse_args()
+    extra: dict[str, Any] = {}
+    if args.verifiers:
+        from models.registry import VerifierRegistry
+
+        registry = (
+            VerifierRegistry(models_dir=args.models_dir) if args.models_dir else VerifierRegistry()
+        )
+        extra = {n: registry.get(n) for n in args.verifiers.split(",") if n}
+    scores: dict[str, dict[str, tuple[list[int], np.ndarray]]] = {}
 
     v32 = EmbedHeadVerifier("fp32")
     v8 = EmbedHeadVerifier("int8")
@@ -143,11 +186,16 @@ def main() -> None:
         print(f"{path.name}: {len(rows)} rows …", file=sys.stderr, flush=True)
         p32, p8, s32, s8 = embedhead_scores(rows, v32, v8, claims)
         pl, sl = lexical_scores(rows, lex)
-        for name, p, secs, thr in (
+        runs = [
             ("embedhead-int8", p8, s8, v8.threshold),
             ("embedhead-fp32", p32, s32, v32.threshold),
             ("lexical", pl, sl, 0.5),
-        ):
+        ]
+        for name, verifier in extra.items():
+            pe, se = generic_scores(rows, verifier, claims)
+            runs.append((name, pe, se, float(getattr(verifier, "threshold", 0.5))))
+        for name, p, secs, thr in runs:
+            scores.setdefault(path.stem, {})[name] = (labels, p)
             m = metrics(labels, p, thr)
             table.append(
                 {
@@ -177,7 +225,7 @@ def main() -> None:
             f"{r['dataset']:<24}{r['verifier']:<16}{r['n']:>6}{r['balanced_accuracy']:>9.3f}"
             f"{r['f1_hallucinated']:>9.3f}{r['roc_auc']:>9.3f}{r['ms_per_example']:>9.1f}"
         )
-    names = ["embedhead-int8", "embedhead-fp32", "lexical"]
+    names = ["embedhead-int8", "embedhead-fp32", "lexical", *extra]
     print("\nmean over files:")
     for name in names:
         rs = [r for r in table if r["verifier"] == name]
@@ -194,6 +242,11 @@ def main() -> None:
         if b["dataset"] == d and b["verifier"] == "embedhead-fp32"
     }
     print(f"int8 vs fp32 |ΔROC-AUC| per file: {parity}")
+    if scores and str(args.plots) != "-":
+        from bench.plots import save_plots
+
+        for written in save_plots(scores, args.plots):
+            print(f"wrote {written}")
     if args.out is not None:
         args.out.write_text(
             json.dumps({"claims": claims, "table": table, "parity": parity}, indent=1)

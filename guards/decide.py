@@ -8,8 +8,9 @@ Per claim, over the verifier's Probs for each of its evidence passages:
   P(supported) ≤ ``MISMATCH_CAP`` and P(contradicted) ≥ ``MISMATCH_FLOOR``;
 - else ``supported`` when the support pair has P(supported) ≥ threshold, its normalized
   entropy ≤ max_uncertainty and every rule passed;
-- else ``contradicted`` when the contradiction pair has P(contradicted) ≥ 0.5 and
-  P(contradicted) > P(unverifiable);
+- else ``contradicted`` when the contradiction pair has P(contradicted) ≥ the verifier's
+  contradiction bar (``contradiction_min``: 0.5 unless the verifier carries a bar fitted on
+  train data, see :func:`contradiction_bar`) and P(contradicted) > P(unverifiable);
 - else ``unverifiable``; a failed rule caps P(supported) at ``MISSING_CAP`` (the excess
   moves to unverifiable). No evidence at all → unverifiable, "no evidence found".
 
@@ -54,6 +55,21 @@ MISMATCH_FLOOR = 0.8
 MISSING_CAP = 0.3
 MAX_CITATIONS = 3
 CONTRADICTION_MIN = 0.5
+
+
+def contradiction_bar(verifier: object) -> float:
+    """The P(contradicted) a verifier's pair needs for a model-only ``contradicted``.
+
+    A verifier may carry ``contradiction_min`` (the shipped embedhead does: fitted on
+    held-out train rows so that ≤ 0.5 % of supported rows cross it — a false contradiction
+    rewrites a right answer); otherwise :data:`CONTRADICTION_MIN`. Never below it.
+    """
+    bar = getattr(verifier, "contradiction_min", CONTRADICTION_MIN)
+    try:
+        value = float(bar)
+    except (TypeError, ValueError):
+        return CONTRADICTION_MIN
+    return min(max(value, CONTRADICTION_MIN), 1.0)
 
 
 def resolve_threshold(policy: Policy, override: float | None = None) -> float:
@@ -103,11 +119,13 @@ def decide_claim(
     threshold: float,
     max_uncertainty: float,
     correction_probs: Probs | None = None,
+    contradiction_min: float = CONTRADICTION_MIN,
 ) -> ClaimResult:
     """Verdict, probabilities, citations and explanation for one claim.
 
     ``probs[i]`` scores (``evidence[i]``, claim); ``correction_probs`` scores the rule's
-    correction against the evidence that produced it, when there is one.
+    correction against the evidence that produced it, when there is one;
+    ``contradiction_min`` is the verifier's bar (:func:`contradiction_bar`).
     """
     if len(evidence) != len(probs):
         raise ValueError("one Probs per evidence passage is required")
@@ -142,7 +160,7 @@ def decide_claim(
             citations=_ranked(evidence, probs, "supported", threshold) or [evidence[i_sup]],
             explanation=f"supported by {ref(evidence[i_sup])} (p={sup.supported:.2f})",
         )
-    if con.contradicted >= CONTRADICTION_MIN and con.contradicted > con.unverifiable:
+    if con.contradicted >= contradiction_min and con.contradicted > con.unverifiable:
         why = f"contradicted by {ref(evidence[i_con])} (p={con.contradicted:.2f})"
         if not rule.ok:
             why = f"{why}; {rule.explanation}"
@@ -151,7 +169,7 @@ def decide_claim(
             "contradicted",
             con,
             con.uncertainty(),
-            citations=_ranked(evidence, probs, "contradicted", CONTRADICTION_MIN),
+            citations=_ranked(evidence, probs, "contradicted", contradiction_min),
             explanation=why,
         )
     final = sup if rule.ok else cap_support(sup, MISSING_CAP, "unverifiable")

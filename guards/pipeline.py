@@ -23,6 +23,7 @@ from guards.context import context_evidence, refine_hits, select_evidence
 from guards.decide import (
     answer_action,
     below_floor,
+    contradiction_bar,
     decide_claim,
     resolve_threshold,
     trust_score,
@@ -151,6 +152,7 @@ def _guard(
         else:
             probs[i].append(p)
     tau = resolve_threshold(policy, threshold)
+    bar = contradiction_bar(verifier)
     results: list[ClaimResult] = [
         decide_claim(
             claim,
@@ -160,6 +162,7 @@ def _guard(
             threshold=tau,
             max_uncertainty=policy.verifier.max_uncertainty,
             correction_probs=corrections.get(i),
+            contradiction_min=bar,
         )
         for i, claim in enumerate(claims)
     ]

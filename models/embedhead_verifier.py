@@ -74,6 +74,9 @@ class EmbedHeadVerifier:
         self.variant = variant
         self.name = "embedhead" if variant == "int8" else "embedhead-fp32"
         self.threshold = float(self.meta.get("threshold", 0.5))
+        # the bar P(contradicted) must reach for the guard to call a claim contradicted on
+        # the model's word alone (models/train/contradiction.py; guards.decide)
+        self.contradiction_min = float(self.meta.get("contradiction_min", 0.5))
         if int(self.meta.get("n_features", -1)) != N_FEATURES:
             raise ModelLoadError(
                 f"embedhead: the model expects {self.meta.get('n_features')} features, "

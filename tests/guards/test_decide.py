@@ -8,8 +8,10 @@ from guards.decide import (
     MISMATCH_CAP,
     MISMATCH_FLOOR,
     MISSING_CAP,
+    CONTRADICTION_MIN,
     answer_action,
     below_floor,
+    contradiction_bar,
     decide_claim,
     resolve_threshold,
     trust_score,
@@ -39,7 +41,31 @@ def decide(probs: list[Probs], rule: RuleResult = OK, **kw: float) -> ClaimResul
         rule,
         threshold=kw.get("threshold", 0.6),
         max_uncertainty=kw.get("max_uncertainty", 0.9),
+        contradiction_min=kw.get("contradiction_min", CONTRADICTION_MIN),
     )
+
+
+def test_the_verifier_contradiction_bar_turns_a_weak_contradiction_into_unverifiable() -> None:
+    weak = [Probs(0.2, 0.7, 0.1)]
+    assert decide(weak).verdict == "contradicted"
+    r = decide(weak, contradiction_min=0.92)
+    assert r.verdict == "unverifiable"
+    assert r.probs.supported == pytest.approx(0.2)  # P(supported) is never touched
+    strong = [Probs(0.02, 0.95, 0.03)]
+    assert decide(strong, contradiction_min=0.92).verdict == "contradicted"
+
+
+class _WithBar:
+    def __init__(self, bar: object) -> None:
+        self.contradiction_min = bar
+
+
+def test_contradiction_bar_reads_the_verifier_and_never_goes_below_half() -> None:
+    assert contradiction_bar(object()) == CONTRADICTION_MIN
+    assert contradiction_bar(_WithBar(0.92)) == pytest.approx(0.92)
+    assert contradiction_bar(_WithBar(0.2)) == CONTRADICTION_MIN
+    assert contradiction_bar(_WithBar(7)) == 1.0
+    assert contradiction_bar(_WithBar("junk")) == CONTRADICTION_MIN
 
 
 def test_supported_uses_the_best_pair_and_cites_it() -> None:
