@@ -54,21 +54,21 @@ def _ctx_hash(text: str) -> int:
     return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--cap", type=int, default=1500)
-    ap.add_argument("--synth-per-source", type=int, default=250)
-    ap.add_argument("--val-frac", type=float, default=0.15)
-    ap.add_argument("--val-sentence-rows", type=int, default=120)
-    ap.add_argument("--work", type=Path, default=Path("/tmp/gp-embedhead"))
-    args = ap.parse_args()
-    started = time.time()
-    rng = random.Random(SEED)
-    train_dir = args.data / "train"
-    files = sorted(train_dir.glob("*.jsonl"))
-    args.work.mkdir(parents=True, exist_ok=True)
+def collect_examples(
+    data: Path,
+    cap: int = 1500,
+    synth_per_source: int = 250,
+    val_frac: float = 0.15,
+    val_sentence_rows: int = 120,
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[Path]]:
+    """Training examples from ``<data>/train``: (records, (claim, evidence) pairs, files).
 
+    ``records[i]`` describes ``pairs[i]`` (source, split, target, hallucinated, kind, …).
+    Row examples come first, then synthetic triples, then the per-sentence validation
+    claims (``kind == "val_sentence"``). Deterministic (seeded).
+    """
+    rng = random.Random(SEED)
+    files = sorted((data / "train").glob("*.jsonl"))
     records: list[dict[str, Any]] = []  # one per feature row
     pairs: list[tuple[str, str]] = []
     docs_by_source: dict[str, list[str]] = {}
@@ -76,8 +76,8 @@ def main() -> None:
     for path in files:
         source = path.stem
         rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
-        if len(rows) > args.cap:
-            rows = random.Random(f"{SEED}:{source}").sample(rows, args.cap)
+        if len(rows) > cap:
+            rows = random.Random(f"{SEED}:{source}").sample(rows, cap)
         docs: dict[str, None] = {}
         n_multi = 0
         for r in rows:
@@ -90,7 +90,7 @@ def main() -> None:
                 target = str(label3)
             else:
                 target = "not_supported" if int(r["label_hallucinated"]) else "supported"
-            split = "val" if (_ctx_hash(context) % 1000) < args.val_frac * 1000 else "train"
+            split = "val" if (_ctx_hash(context) % 1000) < val_frac * 1000 else "train"
             if split == "train":
                 docs[context] = None
             rec = {
@@ -104,21 +104,19 @@ def main() -> None:
             records.append(rec)
             pairs.append((response, context))
             sents = split_sentences(response)
-            if split == "val" and len(sents) > 1 and n_multi < args.val_sentence_rows:
+            if split == "val" and len(sents) > 1 and n_multi < val_sentence_rows:
                 n_multi += 1
                 val_multi.append(({**rec, "context": context}, sents))
         docs_by_source[source] = list(docs)
         print(f"{source}: {len(rows)} rows", file=sys.stderr, flush=True)
 
-    synth = make_synthetic(
-        {s: d[:1500] for s, d in docs_by_source.items()}, args.synth_per_source, SEED
-    )
+    synth = make_synthetic({s: d[:1500] for s, d in docs_by_source.items()}, synth_per_source, SEED)
     for source, ex in synth:
         records.append(
             {
                 "source": "synthetic",
                 "origin": source,
-                "split": "val" if rng.random() < args.val_frac else "train",
+                "split": "val" if rng.random() < val_frac else "train",
                 "target": TARGETS[ex.label],
                 "hallucinated": int(ex.label != "supported"),
                 "row": "",
@@ -139,6 +137,23 @@ def main() -> None:
             )
             pairs.append((sent, str(rec["context"])))
     print(f"{len(pairs)} feature rows ({len(synth)} synthetic)", file=sys.stderr, flush=True)
+    return records, pairs, files
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--cap", type=int, default=1500)
+    ap.add_argument("--synth-per-source", type=int, default=250)
+    ap.add_argument("--val-frac", type=float, default=0.15)
+    ap.add_argument("--val-sentence-rows", type=int, default=120)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/gp-embedhead"))
+    args = ap.parse_args()
+    started = time.time()
+    args.work.mkdir(parents=True, exist_ok=True)
+    records, pairs, files = collect_examples(
+        args.data, args.cap, args.synth_per_source, args.val_frac, args.val_sentence_rows
+    )
 
     from retrieval.embedder import load_embedder
 

@@ -1,0 +1,260 @@
+"""Design (a): a three-label cross-encoder fine-tuned from all-MiniLM-L6-v2 (TRAIN data only).
+
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder \
+        [--out /work/ce-ckpt] [--minutes 40] [--steps N] [--data ../shared/data]
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder --eval \
+        [--ckpt /work/ce-ckpt] [--limit 300] [--onnx]
+
+Data: the examples of models.train.prepare (every source of ``<data>/train`` capped,
+FactCC-style synthetic triples, split by context). Train batches are drawn with the
+weights of models/train/fit.py (each source ∝ √rows, half per binary class), in chunks
+sorted by length (dynamic padding). Targets: label3; rows with only label_hallucinated=1
+are "not supported" and their loss is −log(P(contradiction) + P(neutral)).
+
+Pairs are (claim first, evidence window) of ≤ 128 tokens (models.train.ce_window). The
+model is a standard BertForSequenceClassification with id2label {0: entailment,
+1: contradiction, 2: neutral} (entailment = supported, contradiction = contradicted,
+neutral = unverifiable); it is saved with ``save_pretrained`` (model + tokenizer) with
+``ce_manifest.json`` (data sha256s, settings, wall time, examples seen, the threshold on
+P(supported) chosen on the held-out TRAIN validation split, validation figures).
+
+Training is time-boxed (``--minutes``); the learning rate warms up then decays linearly
+over the time box. ``--steps`` fixes the step count instead (fully reproducible run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.train.ce_window import MAX_LENGTH, encode
+from models.train.fit import best_threshold, per_source_metrics
+from models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
+
+ID2LABEL = {0: "entailment", 1: "contradiction", 2: "neutral"}
+DEFAULT_OUT = Path("/work/ce-ckpt")
+CHUNK_BATCHES = 50
+
+
+def sample_weights(sources: list[str], halluc: list[int]) -> np.ndarray:
+    """fit.py's weights: each source ∝ √(its rows), half per binary class; sums to 1."""
+    src = np.array(sources)
+    hal = np.array(halluc)
+    w = np.zeros(len(src))
+    for s in sorted(set(sources)):
+        ms = src == s
+        for h in (0, 1):
+            mh = ms & (hal == h)
+            if mh.sum():
+                w[mh] = np.sqrt(ms.sum()) / 2.0 / mh.sum()
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+def batches(
+    lengths: np.ndarray, probs: np.ndarray, batch_size: int, rng: np.random.Generator
+) -> Any:
+    """Endless weighted-sample batches; each chunk sorted by length, batch order shuffled."""
+    while True:
+        idx = rng.choice(len(probs), size=batch_size * CHUNK_BATCHES, p=probs)
+        idx = idx[np.argsort(lengths[idx], kind="stable")]
+        chunk = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
+        for j in rng.permutation(len(chunk)):
+            yield chunk[j]
+
+
+def collate(enc: dict[str, list[list[int]]], idx: Any, pad_id: int) -> dict[str, Any]:
+    import torch
+
+    width = max(len(enc["input_ids"][i]) for i in idx)
+    out: dict[str, Any] = {}
+    for key, pad in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0)):
+        rows = [enc[key][i] + [pad] * (width - len(enc[key][i])) for i in idx]
+        out[key] = torch.tensor(rows, dtype=torch.long)
+    return out
+
+
+def predict(model: Any, enc: dict[str, list[list[int]]], pad_id: int, bs: int = 64) -> np.ndarray:
+    """Softmax probabilities (n, 3) in id order, batches sorted by length."""
+    import torch
+
+    n = len(enc["input_ids"])
+    order = np.argsort([len(x) for x in enc["input_ids"]], kind="stable")
+    out = np.zeros((n, 3), dtype=np.float32)
+    model.eval()
+    with torch.inference_mode():
+        for at in range(0, n, bs):
+            idx = order[at : at + bs]
+            logits = model(**collate(enc, idx, pad_id)).logits
+            out[idx] = torch.softmax(logits, dim=-1).numpy()
+    return out
+
+
+def set_seeds() -> None:
+    import torch
+
+    random.seed(SEED)
+    np.random.seed(SEED)
+    torch.manual_seed(SEED)
+
+
+def train(args: argparse.Namespace) -> None:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from retrieval.embedder import model_path
+
+    started = time.time()
+    torch.set_num_threads(args.threads)
+    set_seeds()
+    records, pairs, files = collect_examples(args.data)
+    base = [i for i, r in enumerate(records) if r["kind"] != "val_sentence"]
+    tr = [i for i in base if records[i]["split"] == "train"]
+    va = [i for i in base if records[i]["split"] == "val" and records[i]["source"] != "synthetic"]
+    backbone = model_path()
+    tok = AutoTokenizer.from_pretrained(str(backbone))  # type: ignore[no-untyped-call]
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(backbone),
+        num_labels=3,
+        id2label=ID2LABEL,
+        label2id={v: k for k, v in ID2LABEL.items()},
+    )
+    t0 = time.time()
+    enc_tr = encode(tok, [pairs[i] for i in tr], MAX_LENGTH)
+    enc_va = encode(tok, [pairs[i] for i in va], MAX_LENGTH)
+    print(
+        f"encoded {len(tr)} train / {len(va)} val pairs in {time.time() - t0:.0f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    target = torch.tensor([records[i]["target"] for i in tr], dtype=torch.long)
+    probs = sample_weights(
+        [records[i]["source"] for i in tr], [records[i]["hallucinated"] for i in tr]
+    )
+    lengths = np.array([len(x) for x in enc_tr["input_ids"]])
+    rng = np.random.default_rng(SEED)
+    if args.freeze_word_embeddings:  # 30k×384 of 22M weights: most of AdamW's work
+        model.base_model.embeddings.word_embeddings.requires_grad_(False)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
+    pad_id = int(tok.pad_token_id)
+    budget_s = args.minutes * 60.0
+    seen = 0
+    step = 0
+    train_started = time.time()
+    model.train()
+    for idx in batches(lengths, probs, args.batch_size, rng):
+        elapsed = time.time() - train_started
+        frac = step / args.steps if args.steps else elapsed / budget_s
+        if frac >= 1.0:
+            break
+        warm = args.warmup
+        scale = frac / warm if frac < warm else max(0.0, (1.0 - frac) / (1.0 - warm))
+        for g in opt.param_groups:
+            g["lr"] = args.lr * max(scale, 0.01)
+        logp = torch.log_softmax(model(**collate(enc_tr, idx, pad_id)).logits, dim=-1)
+        t = target[idx]
+        single = logp.gather(1, t.clamp(max=2).unsqueeze(1)).squeeze(1)
+        notsup = torch.logsumexp(logp[:, 1:], dim=-1)
+        loss = -torch.where(t == 3, notsup, single).mean()
+        opt.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        opt.step()
+        step += 1
+        seen += len(idx)
+        if step % 20 == 0:
+            print(
+                f"step {step} seen {seen} loss {loss.item():.4f} "
+                f"{seen / (time.time() - train_started):.1f} ex/s "
+                f"lr {opt.param_groups[0]['lr']:.2e}",
+                file=sys.stderr,
+                flush=True,
+            )
+    train_s = time.time() - train_started
+    t0 = time.time()
+    p_va = predict(model, enc_va, pad_id)
+    val_s = time.time() - t0
+    src = np.array([records[i]["source"] for i in va])
+    hal = np.array([records[i]["hallucinated"] for i in va])
+    thr, thr_ba = best_threshold(src, hal, p_va[:, 0])
+    val = per_source_metrics(src, hal, p_va[:, 0], thr)
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(args.out))
+    tok.save_pretrained(str(args.out))
+    manifest = {
+        "design": "cross-encoder (a)",
+        "backbone": f"all-MiniLM-L6-v2 ({backbone})",
+        "id2label": ID2LABEL,
+        "threshold": thr,
+        "threshold_note": "hallucinated if P(entailment) < threshold; maximizes mean "
+        "per-source balanced accuracy on held-out TRAIN contexts (validation split)",
+        "data_files": {f"train/{p.name}": sha256_file(p) for p in files},
+        "settings": {
+            **{k: str(v) for k, v in vars(args).items()},
+            "seed": SEED,
+            "max_length": MAX_LENGTH,
+            "torch": torch.__version__,
+        },
+        "n_train_pairs": len(tr),
+        "n_val_pairs": len(va),
+        "steps": step,
+        "examples_seen": seen,
+        "train_wall_s": round(train_s, 1),
+        "examples_per_s": round(seen / train_s, 2),
+        "val_predict_ms_per_pair": round(1000.0 * val_s / max(1, len(va)), 2),
+        "wall_s": round(time.time() - started, 1),
+        "cpu_s": round(sum(os.times()[:2]), 1),
+        "validation": {
+            "threshold_mean_balanced_accuracy": round(thr_ba, 4),
+            "mean_roc_auc": round(float(np.mean([d["roc_auc"] for d in val.values()])), 4),
+            "per_source": {k: {m: round(v, 4) for m, v in d.items()} for k, d in val.items()},
+        },
+    }
+    (args.out / "ce_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(
+        json.dumps({k: v for k, v in manifest.items() if k != "data_files"}, indent=1), flush=True
+    )
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--minutes", type=float, default=40.0)
+    ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: time box)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-5)
+    ap.add_argument("--warmup", type=float, default=0.06)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--train-word-embeddings",
+        dest="freeze_word_embeddings",
+        action="store_false",
+        help="also fine-tune the word embedding matrix (frozen by default: speed)",
+    )
+    ap.add_argument("--eval", action="store_true", help="score the eval files instead")
+    ap.add_argument("--ckpt", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--onnx", action="store_true", help="also export + score int8 ONNX")
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    if args.eval:
+        from models.train.ce_eval import run_eval
+
+        run_eval(args)
+    else:
+        train(args)
+
+
+if __name__ == "__main__":
+    main()
