@@ -31,7 +31,12 @@ def _load_resources(state: AppState) -> None:
 
     settings = state.settings
     state.upstream = UpstreamClient()
-    guard = GuardService(settings.data, load_embedder(settings.embedder))
+    guard = GuardService(
+        settings.data,
+        load_embedder(settings.embedder),
+        batch_window_ms=settings.batch_window_ms,
+        batch_max=settings.batch_max,
+    )
     tenants = state.policies.tenants()
     verifier_names = sorted(
         {p.policy.verifier.model for t in tenants if (p := state.policies.get(t)) is not None}
@@ -65,6 +70,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         state.ready = False
+        if state.guard is not None:
+            state.guard.close()
         state.policies.stop_watching()
         if state.settings.watch_policies:
             state.policies.uninstall_sighup()

@@ -8,6 +8,7 @@ returned marked unverified — never a hang.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,8 +19,9 @@ import structlog
 from guards.cache import CachingVerifier, VerdictCache
 from guards.errors import GroundproxyError, GuardTimeoutError
 from guards.pipeline import run_guard, unverified_report
-from guards.types import Embedder, EvidenceSource, GuardReport
-from models.registry import VerifierRegistry
+from guards.types import Embedder, EvidenceSource, GuardReport, Verifier
+from models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
+from models.registry import VerifierRegistry, models_dir_for
 from policies.schema import Policy, local_policy
 from proxy.calibration import CalibrationCache
 from proxy.metrics import METRICS
@@ -29,11 +31,31 @@ log = structlog.get_logger(__name__)
 
 
 class GuardService:
-    """Process-wide guard resources: embedder, verifiers, tenant indexes."""
+    """Process-wide guard resources: embedder, verifiers, tenant indexes.
 
-    def __init__(self, data_dir: Path, embedder: Embedder) -> None:
+    With ``batch_window_ms > 0`` the embedder's and the verifiers' calls from concurrent
+    guards are micro-batched (models.batching; batch sizes in ``groundproxy_batch_size``).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        embedder: Embedder,
+        *,
+        batch_window_ms: float = 0.0,
+        batch_max: int = 64,
+    ) -> None:
+        self._window_s = batch_window_ms / 1000.0
+        self._batch_max = batch_max
+        self._batching: list[BatchingEmbedder | BatchingVerifier] = []
+        self._batched_verifiers: dict[str, BatchingVerifier] = {}
+        self._batch_lock = threading.Lock()
+        if self._window_s > 0:
+            batched = BatchingEmbedder(embedder, self._options("embedder"))
+            self._batching.append(batched)
+            embedder = batched
         self.embedder = embedder
-        self.verifiers = VerifierRegistry()
+        self.verifiers = VerifierRegistry(models_dir_for(data_dir))
         self.indexes = IndexManager(data_dir, embedder)
         self.calibrations = CalibrationCache(data_dir)  # verifier.threshold: calibrated
         # Tenant-scoped LRU of verifier outputs; stats() → logs (and metrics exporters).
@@ -62,10 +84,34 @@ class GuardService:
             question="How long is the warranty?",
             context_messages=[("system", "The warranty lasts 12 months from purchase.")],
             policy=policy,
-            verifier=self.verifiers.get(verifier_name),
+            verifier=self.verifier(verifier_name),
             embedder=self.embedder,
             index=None,
         )
+
+    def verifier(self, name: str) -> Verifier:
+        """The verifier ``name``, micro-batched across requests when batching is on."""
+        inner = self.verifiers.get(name)
+        if self._window_s <= 0:
+            return inner
+        with self._batch_lock:
+            batched = self._batched_verifiers.get(name)
+            if batched is None or batched.inner is not inner:
+                batched = BatchingVerifier(inner, self._options("verifier"))
+                self._batched_verifiers[name] = batched
+                self._batching.append(batched)
+            return batched
+
+    def _options(self, model: str) -> BatchOptions:
+        observe = functools.partial(METRICS.observe_model_batch, model)
+        return BatchOptions(self._window_s, self._batch_max, observe)
+
+    def close(self) -> None:
+        """Stop the micro-batching workers (calls still queued fail as guard errors)."""
+        with self._batch_lock:
+            batching, self._batching = self._batching, []
+        for b in batching:
+            b.close()
 
     def _index_for(self, policy: Policy) -> EvidenceSource | None:
         index = self.indexes.get(policy.index_name)
@@ -78,7 +124,7 @@ class GuardService:
         context: Sequence[tuple[str, str]],
         policy: Policy,
     ) -> GuardReport:
-        verifier = self.verifiers.get(policy.verifier.model)
+        verifier = self.verifier(policy.verifier.model)
         cached = CachingVerifier(verifier, self.verdict_cache, policy.tenant)
         report = run_guard(
             answer,

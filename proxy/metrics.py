@@ -11,6 +11,8 @@ What is measured:
 ``groundproxy_cache_{hits,misses}`` / ``..._hit_ratio``  the verdict cache, read at scrape time
                                                       from any object with ``stats()``
 ``groundproxy_verifier_batch_size``                   pairs per verifier batch (``observe_batch``)
+``groundproxy_batch_size{model}``                     items per model call after micro-batching
+                                                      across requests (model: embedder|verifier)
 
 Who may read ``/metrics``: everyone when ``GROUNDPROXY_METRICS_PUBLIC=true``; otherwise only a
 client on the loopback interface or a request carrying one of any tenant's *admin* keys.
@@ -127,6 +129,10 @@ class Metrics:
             "groundproxy_verifier_batch_size", "pairs per verifier batch",
             buckets=BATCH_BUCKETS, registry=r,
         )
+        self.model_batch_size = Histogram(
+            "groundproxy_batch_size", "items per model call (micro-batched across requests)",
+            ["model"], buckets=BATCH_BUCKETS, registry=r,
+        )
         self._caches = _CacheCollector()
         r.register(self._caches)
 
@@ -141,6 +147,10 @@ class Metrics:
 
     def observe_batch(self, pairs: int) -> None:
         self.batch_size.observe(pairs)
+
+    def observe_model_batch(self, model: str, items: int) -> None:
+        """One embedder/verifier call of ``items`` texts or pairs (see models.batching)."""
+        self.model_batch_size.labels(model).observe(items)
 
     def register_cache(self, name: str, getter: Callable[[], StatsSource | None]) -> None:
         """Report a cache's ``stats()`` under ``cache=name`` (read lazily at each scrape)."""

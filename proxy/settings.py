@@ -19,6 +19,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_048_576
     max_json_depth: int = 64
     embedder: str = "minilm"
+    # Micro-batching of embedder/verifier calls across concurrent requests (models.batching):
+    # wait up to this long for other requests' items; 0 turns it off.
+    batch_window_ms: float = 2.0
+    batch_max: int = 64
     watch_policies: bool = True
     policy_poll_s: float = 1.0
     log_level: str = "info"

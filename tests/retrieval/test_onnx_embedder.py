@@ -1,0 +1,122 @@
+"""The ONNX embedder: parity with torch (real model), the export cache, and index mixing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guards.errors import IndexStoreError
+from guards.types import Embedder
+from retrieval import onnx_embedder
+from retrieval.embedder import load_embedder, model_path
+from retrieval.ingest import ingest_texts
+from retrieval.onnx_embedder import OnnxEmbedder, ensure_exported
+from retrieval.tenant_index import TenantIndex
+
+SENTENCES = [
+    "The warranty lasts 12 months from the date of purchase.",
+    "ok",
+    "ünïcödé text 東京 with accents: café, naïve.",
+    "Hotel costs are capped at 150 euros per night. " * 40,  # past 256 tokens: truncated
+    "Password resets are handled through the IT service portal.",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_minilm() -> Embedder:
+    return load_embedder("minilm-torch")
+
+
+@pytest.fixture(scope="module")
+def int8() -> Embedder:
+    return load_embedder("minilm-int8")
+
+
+def test_default_minilm_is_onnx_and_matches_torch(minilm: Embedder, torch_minilm: Embedder) -> None:
+    assert isinstance(minilm, OnnxEmbedder) and minilm.variant == "fp32"
+    assert minilm.name == torch_minilm.name == "all-MiniLM-L6-v2"
+    assert minilm.max_seq_length == 256
+    a, b = minilm.encode(SENTENCES), torch_minilm.encode(SENTENCES)
+    assert a.shape == b.shape == (len(SENTENCES), 384) and a.dtype == np.float32
+    cos = (a * b).sum(axis=1)
+    assert cos.min() >= 0.9999, cos
+    # Batching and ordering do not change a text's vector.
+    one = np.stack([minilm.encode([s])[0] for s in SENTENCES])
+    np.testing.assert_allclose(one, a, atol=1e-4)
+
+
+def test_int8_is_close_but_named_apart(int8: Embedder, torch_minilm: Embedder) -> None:
+    assert int8.name == "all-MiniLM-L6-v2-int8" and int8.dim == 384
+    a, b = int8.encode(SENTENCES), torch_minilm.encode(SENTENCES)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-4)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() > 0.9, cos  # close, yet measurably different: hence its own name
+    assert cos.min() < 0.9999
+
+
+def test_indexes_of_int8_and_fp32_never_mix(
+    tmp_path: Path, minilm: Embedder, int8: Embedder
+) -> None:
+    ingest_texts(tmp_path, "t", [("doc", "The warranty lasts 12 months.")], int8)
+    with pytest.raises(IndexStoreError, match="all-MiniLM-L6-v2-int8"):
+        TenantIndex.open(tmp_path, "t", embedder=minilm)
+    with pytest.raises(IndexStoreError, match="cannot add"):
+        ingest_texts(tmp_path, "t", [("doc2", "Another document.")], minilm)
+    assert TenantIndex.open(tmp_path, "t", embedder=int8).count == 1
+
+
+def test_export_is_cached_verified_and_rebuilt_when_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm: Embedder
+) -> None:
+    monkeypatch.setenv("GROUNDPROXY_CACHE", str(tmp_path))
+    first = ensure_exported("fp32")  # the real export, from the installed package
+    assert first.is_relative_to(tmp_path / "embedder") and first.stat().st_size > 50_000_000
+    assert [p.name for p in (tmp_path / "embedder").iterdir() if not p.name.endswith(".lock")] \
+        == [first.parent.name]  # no temporary folder left behind
+    exports: list[Path] = []
+    real_export = onnx_embedder._export
+
+    def counting(source: Path, out: Path, variant: onnx_embedder.Variant) -> None:
+        exports.append(out)
+        real_export(source, out, variant)
+
+    monkeypatch.setattr(onnx_embedder, "_export", counting)
+    assert ensure_exported("fp32") == first and exports == []  # cached: no new export
+    with first.open("r+b") as f:  # damage it: the checksum catches it, it is rebuilt
+        f.seek(1_000_000)
+        f.write(b"\0" * 64)
+    again = OnnxEmbedder("fp32")
+    assert len(exports) == 1 and again.model_file == first
+    np.testing.assert_allclose(again.encode(SENTENCES[:2]), minilm.encode(SENTENCES[:2]), atol=1e-5)
+
+
+def test_concurrent_loaders_export_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    gate = threading.Event()
+
+    def slow_fake_export(source: Path, out: Path, variant: onnx_embedder.Variant) -> None:
+        calls.append(variant)
+        gate.wait(0.3)  # hold the lock long enough for the others to queue on it
+        out.write_bytes(b"fake onnx " + variant.encode())
+
+    monkeypatch.setattr(onnx_embedder, "_export", slow_fake_export)
+    results: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(ensure_exported("fp32", root=tmp_path)))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert calls == ["fp32"] and len(results) == 4 and len(set(results)) == 1
+    assert results[0].read_bytes() == b"fake onnx fp32"
+
+
+def test_cache_key_follows_the_model_and_variant() -> None:
+    src = model_path()
+    assert onnx_embedder.export_key(src, "fp32") != onnx_embedder.export_key(src, "int8")
+    assert onnx_embedder.export_key(src, "fp32") == onnx_embedder.export_key(src, "fp32")
