@@ -5,12 +5,19 @@
                     (models.embedhead_verifier; trained by models/train)
 ``embedhead-fp32``  the same head, fp32 ONNX
 ``default``         the shipped default verifier; ``lexical`` until a trained model beats it
+``<name>``          a model built by ``groundproxy models build`` into the models folder
+                    (models.built_verifier; int8 ONNX; ``<name>@fp32`` for its fp32 twin)
+
+The models folder is ``$GROUNDPROXY_MODELS_DIR``, else ``<data dir>/_models`` (a tenant
+name cannot start with '_', so it never clashes with a tenant's index folder).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from guards.errors import ModelLoadError
 from guards.types import Verifier
@@ -40,16 +47,55 @@ _FACTORIES: dict[str, Callable[[], Verifier]] = {
     "embedhead-fp32": _embedhead_fp32,
 }
 _ALIASES: dict[str, str] = {"default": "lexical"}
+BUILTIN_NAMES = frozenset([*_FACTORIES, *_ALIASES])
+FP32_SUFFIX = "@fp32"
 
 
-def available() -> list[str]:
-    return sorted([*_FACTORIES, *_ALIASES])
+def models_dir_for(data_dir: Path | None = None) -> Path:
+    """Where built models live: ``$GROUNDPROXY_MODELS_DIR``, else ``<data dir>/_models``
+    (data dir: the argument, else ``$GROUNDPROXY_DATA``, else ``./data``)."""
+    env = os.environ.get("GROUNDPROXY_MODELS_DIR")
+    if env:
+        return Path(env)
+    data = data_dir if data_dir is not None else Path(os.environ.get("GROUNDPROXY_DATA") or "data")
+    return data / "_models"
+
+
+def built_models(models_dir: Path | None = None) -> list[str]:
+    """Names of the models built into ``models_dir`` (folders holding a build.json)."""
+    folder = models_dir if models_dir is not None else models_dir_for()
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if not p.name.startswith(".") and (p / "build.json").is_file()
+    )
+
+
+def available(models_dir: Path | None = None) -> list[str]:
+    return sorted([*BUILTIN_NAMES, *built_models(models_dir)])
+
+
+def _built_factory(models_dir: Path, name: str) -> Callable[[], Verifier] | None:
+    base, fp32 = (name[: -len(FP32_SUFFIX)], True) if name.endswith(FP32_SUFFIX) else (name, False)
+    if base not in built_models(models_dir):
+        return None
+
+    def load() -> Verifier:
+        from models.built_verifier import BuiltVerifier
+
+        return BuiltVerifier(models_dir / base, "fp32" if fp32 else "int8")
+
+    return load
 
 
 class VerifierRegistry:
-    """Loads each named verifier once per process; thread-safe."""
+    """Loads each named verifier once per process; thread-safe. Names that are not
+    built in are looked up in ``models_dir`` (default :func:`models_dir_for`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, models_dir: Path | None = None) -> None:
+        self.models_dir = models_dir if models_dir is not None else models_dir_for()
         self._loaded: dict[str, Verifier] = {}
         self._lock = threading.Lock()
 
@@ -64,10 +110,12 @@ class VerifierRegistry:
         with self._lock:
             if key in self._loaded:
                 return self._loaded[key]
-            factory = _FACTORIES.get(key)
+            factory = _FACTORIES.get(key) or _built_factory(self.models_dir, key)
             if factory is None:
                 raise ModelLoadError(
-                    f"unknown verifier '{name}'; available: {', '.join(available())}"
+                    f"unknown verifier '{name}'; available: "
+                    f"{', '.join(available(self.models_dir))} (built models are looked up in "
+                    f"{self.models_dir})"
                 )
             try:
                 verifier = factory()

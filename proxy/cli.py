@@ -1,4 +1,5 @@
-"""``groundproxy`` — one entry point: serve, ingest, delete, check, eval, demo, hash-key."""
+"""``groundproxy`` — one entry point: serve, ingest, delete, check, eval, demo, calibrate,
+models, hash-key."""
 
 from __future__ import annotations
 
@@ -87,6 +88,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print the calibration object last")
 
+    p = sub.add_parser("models", help="build and list verifier models (ONNX, int8)")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    m = msub.add_parser("build", help="export a Hugging Face NLI model or causal LM to ONNX")
+    m.add_argument("--from", dest="source", required=True,
+                   help="local folder, .gguf file, or a hub id already in the local HF cache")
+    m.add_argument("--name", required=True, help="the name a policy uses (verifier.model)")
+    m.add_argument("--kind", choices=["auto", "nli", "causal-lm"], default="auto")
+    m.add_argument("--max-length", type=int, default=None,
+                   help="tokens per pair (default 128 for nli, 256 for causal-lm)")
+    m.add_argument("--pair-order", choices=["auto", "evidence-claim", "claim-evidence"],
+                   default="auto", help="nli input order (auto: claim first for our ce)")
+    m.add_argument("--force", action="store_true", help="replace a model of the same name")
+    m.add_argument("--models-dir", type=Path, default=None,
+                   help="default $GROUNDPROXY_MODELS_DIR, then <data>/_models")
+    _add_data(m)
+    m = msub.add_parser("list", help="list the verifiers a policy can name")
+    m.add_argument("--models-dir", type=Path, default=None)
+    _add_data(m)
+
     p = sub.add_parser("hash-key", help="print the sha256 hash of an API key for a policy file")
     p.add_argument("key")
     return parser
@@ -126,6 +146,15 @@ def _run(args: argparse.Namespace) -> int:
             args.file, args.tenant, args.alpha, args.data, args.policies, args.verifier,
             args.seed, args.cal_fraction, args.limit, args.json,
         )
+    if args.command == "models":
+        from proxy.commands import models_build, models_list
+
+        if args.models_command == "build":
+            return models_build(
+                args.source, args.name, args.models_dir, args.data, args.kind,
+                args.max_length, args.pair_order, args.force,
+            )
+        return models_list(args.models_dir, args.data)
     if args.command == "hash-key":
         from policies.keys import hash_key
 

@@ -1,4 +1,5 @@
-"""``groundproxy ingest``, ``delete`` and ``check``: the index and the guard without a server."""
+"""``groundproxy ingest``, ``delete``, ``check`` and ``models``: the index, the guard and the
+verifier models without a server."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 
 from guards.errors import BadRequestError, NotFoundError
 from retrieval.embedder import load_embedder
@@ -41,7 +43,7 @@ def check(
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
     from guards.pipeline import run_guard
     from guards.report import report_body
-    from models.registry import VerifierRegistry
+    from models.registry import VerifierRegistry, models_dir_for
     from policies.loader import PolicyStore
     from proxy.calibration import CalibrationCache
     from retrieval.tenant_index import TenantIndex
@@ -61,7 +63,7 @@ def check(
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
     embedder = load_embedder(_embedder_name())
     index = TenantIndex.open(data, policy.index_name)
-    verifier = VerifierRegistry().get(policy.verifier.model)
+    verifier = VerifierRegistry(models_dir_for(data)).get(policy.verifier.model)
     report = run_guard(
         answer,
         question=question,
@@ -74,4 +76,36 @@ def check(
         threshold=CalibrationCache(data).threshold_for(policy, verifier.name),
     )
     print(json.dumps(report_body(report, loaded.policy_id), indent=2, ensure_ascii=False))
+    return 0
+
+
+def models_build(
+    source: str,
+    name: str,
+    models_dir: Path | None,
+    data: Path,
+    kind: Literal["auto", "nli", "causal-lm"],
+    max_length: int | None,
+    pair_order: Literal["auto", "evidence-claim", "claim-evidence"],
+    force: bool,
+) -> int:
+    from models.build import build_model, format_report
+    from models.registry import models_dir_for
+
+    folder = models_dir if models_dir is not None else models_dir_for(data)
+    meta = build_model(source, name, folder, kind, max_length, pair_order, force)
+    print(format_report(meta, folder / name))
+    return 0
+
+
+def models_list(models_dir: Path | None, data: Path) -> int:
+    from models.built_verifier import load_build
+    from models.registry import BUILTIN_NAMES, built_models, models_dir_for
+
+    folder = models_dir if models_dir is not None else models_dir_for(data)
+    for name in sorted(BUILTIN_NAMES):
+        print(f"{name:<24}built-in")
+    for name in built_models(folder):
+        meta = load_build(folder / name)
+        print(f"{name:<24}{meta['kind']:<10}{meta.get('source', '')}  ({folder / name})")
     return 0
