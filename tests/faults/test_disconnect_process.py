@@ -1,0 +1,116 @@
+"""A client that hangs up mid-stream, through the real `groundproxy serve` process and a raw
+TCP socket: the proxy cancels its upstream call (the fake upstream sees its connection
+closed before the answer finished) and keeps serving.
+
+The in-process variant (ASGI, no sockets) is in test_faults.py; this one proves the same
+through uvicorn's real disconnect handling.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from policies.keys import hash_key
+from proxy.processes import free_port, start_proxy, stop_process
+from tests.conftest import _policy
+from tests.faults.helpers import upstream_stats, wait_for
+
+pytestmark = pytest.mark.slow
+
+# guard on, sentence mode: the response starts at once, the client hangs up mid-stream;
+# guard off: the proxy collects the whole upstream stream before it answers (a stream is
+# re-chunked from the complete answer), so the client hangs up while it is still reading.
+TENANTS: dict[str, dict[str, Any]] = {
+    "sentence": {"stream": "sentence"}, "unguarded": {"guard": False}
+}
+
+
+def key(tenant: str) -> str:
+    return f"sk-disconnect-{tenant}"
+
+
+@pytest.fixture(scope="module")
+def proxy_port(
+    tmp_path_factory: pytest.TempPathFactory, data_dir: Path, upstream_port: int
+) -> Iterator[int]:
+    policies = tmp_path_factory.mktemp("disconnect-policies")
+    for tenant, overrides in TENANTS.items():
+        spec = _policy("acme", upstream_port, **overrides)
+        spec.update(tenant=tenant, keys=[hash_key(key(tenant))], admin_keys=[])
+        spec["retrieval"] = {"index": "acme"}
+        spec["upstream"]["models"]["drip-0.5"] = "openai/drip-0.5"
+        (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    port = free_port()
+    log = tmp_path_factory.mktemp("disconnect-log") / "proxy.log"
+    proc: subprocess.Popen[bytes] = start_proxy(port, policies, data_dir, log_path=log)
+    try:
+        yield port
+    finally:
+        stop_process(proc)
+
+
+def _raw_stream_request(port: int, tenant: str) -> socket.socket:
+    """Send a streaming chat request over a plain socket; return the open socket."""
+    body = json.dumps({
+        "model": "drip-0.5",  # the upstream waits 0.5 s before each word: ~12 s in all
+        "stream": True,
+        "messages": [{"role": "user", "content": "How long is the warranty?"}],
+    }).encode()
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {key(tenant)}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(head + body)
+    return sock
+
+
+@pytest.mark.parametrize("tenant", sorted(TENANTS))
+def test_hang_up_mid_stream_cancels_the_upstream_call(
+    proxy_port: int, upstream_port: int, tenant: str
+) -> None:
+    before = upstream_stats(upstream_port)
+    sock = _raw_stream_request(proxy_port, tenant)
+    try:
+        if tenant == "sentence":
+            first = sock.recv(4096)  # the response has started streaming
+            assert first.startswith(b"HTTP/1.1 200"), first[:200]
+        else:
+            assert wait_for(
+                lambda: upstream_stats(upstream_port)["started"] > before["started"], 5.0
+            )
+            time.sleep(1.0)  # the proxy is buffering the upstream stream
+    finally:
+        sock.close()
+    assert wait_for(
+        lambda: upstream_stats(upstream_port)["disconnected"] > before["disconnected"], 5.0
+    ), upstream_stats(upstream_port)
+    after = upstream_stats(upstream_port)
+    assert after["finished"] == before["finished"], "the upstream call ran to completion"
+    assert after["inflight"] == before["inflight"]
+
+    # The server is still healthy and answers the next request in full.
+    assert httpx.get(f"http://127.0.0.1:{proxy_port}/readyz", timeout=5).status_code == 200
+    resp = httpx.post(
+        f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
+        json={"model": "gpt-4o-mini",
+              "messages": [{"role": "user", "content": "How long is the warranty?"}]},
+        headers={"authorization": f"Bearer {key(tenant)}"},
+        timeout=30,
+    )
+    assert resp.status_code == 200, resp.text
+    # (the guard-on tenant rewrites the upstream's "24 months" to the documents' 12)
+    assert "limited warranty of" in resp.json()["choices"][0]["message"]["content"]
