@@ -7,6 +7,9 @@ so ``MicroBatcher`` queues the calls, and its worker thread waits up to ``window
 the first one (or until ``max_items`` are queued), runs them together and splits the result.
 
 * ``window_s <= 0`` turns batching off: ``submit`` calls the function in the caller's thread.
+* ``peers()``, when given, says how many callers could take part right now (the guard service
+  passes its count of guards in flight); the worker stops waiting as soon as the batch holds
+  that many calls, so a lone request never pays the window.
 * A batch never exceeds ``max_items`` items, except a single call that is larger by itself.
 * If a batch of several calls fails, each call is retried alone, so an error reaches exactly
   the callers whose input causes it (and a transient error reaches each caller it hit).
@@ -60,6 +63,7 @@ class MicroBatcher(Generic[T, R]):
         window_s: float = 0.002,
         max_items: int = 64,
         observe: Callable[[int], None] | None = None,
+        peers: Callable[[], int] | None = None,
         name: str = "batcher",
     ) -> None:
         if max_items < 1:
@@ -69,6 +73,7 @@ class MicroBatcher(Generic[T, R]):
         self.window_s = window_s
         self.max_items = max_items
         self._observe = observe
+        self._peers = peers
         self._name = name
         self._queue: queue.SimpleQueue[_Call[T, R] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -126,6 +131,8 @@ class MicroBatcher(Generic[T, R]):
             deadline = time.monotonic() + self.window_s
             stop = False
             while count < self.max_items:
+                if self._peers is not None and len(batch) >= self._peers():
+                    break  # nobody else could join: do not wait
                 left = deadline - time.monotonic()
                 try:
                     nxt = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
@@ -194,11 +201,13 @@ def _items(a: list[Probs], start: int, stop: int) -> list[Probs]:
 
 @dataclass(frozen=True)
 class BatchOptions:
-    """``window_s`` (≤ 0: off), ``max_items`` per batch, ``observe(n)`` per batch run."""
+    """``window_s`` (≤ 0: off), ``max_items`` per batch, ``observe(n)`` per batch run,
+    ``peers()`` how many callers could take part now (see MicroBatcher)."""
 
     window_s: float = 0.002
     max_items: int = 64
     observe: Callable[[int], None] | None = None
+    peers: Callable[[], int] | None = None
 
 
 class BatchingEmbedder:
@@ -211,7 +220,7 @@ class BatchingEmbedder:
         self.dim = inner.dim
         self.batcher: MicroBatcher[str, npt.NDArray[np.float32]] = MicroBatcher(
             self._encode, _rows, window_s=opts.window_s, max_items=opts.max_items,
-            observe=opts.observe, name=f"embedder {inner.name}",
+            observe=opts.observe, peers=opts.peers, name=f"embedder {inner.name}",
         )
 
     def _encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
@@ -238,7 +247,7 @@ class BatchingVerifier:
         self.name = inner.name
         self.batcher: MicroBatcher[Pair, list[Probs]] = MicroBatcher(
             self._score, _items, window_s=opts.window_s, max_items=opts.max_items,
-            observe=opts.observe, name=f"verifier {inner.name}",
+            observe=opts.observe, peers=opts.peers, name=f"verifier {inner.name}",
         )
 
     def _score(self, pairs: list[Pair]) -> list[Probs]:

@@ -50,6 +50,7 @@ class GuardService:
         self._batching: list[BatchingEmbedder | BatchingVerifier] = []
         self._batched_verifiers: dict[str, BatchingVerifier] = {}
         self._batch_lock = threading.Lock()
+        self._in_flight = 0  # guards running now: the most callers a batch can wait for
         if self._window_s > 0:
             batched = BatchingEmbedder(embedder, self._options("embedder"))
             self._batching.append(batched)
@@ -104,7 +105,7 @@ class GuardService:
 
     def _options(self, model: str) -> BatchOptions:
         observe = functools.partial(METRICS.observe_model_batch, model)
-        return BatchOptions(self._window_s, self._batch_max, observe)
+        return BatchOptions(self._window_s, self._batch_max, observe, lambda: self._in_flight)
 
     def close(self) -> None:
         """Stop the micro-batching workers (calls still queued fail as guard errors)."""
@@ -126,16 +127,22 @@ class GuardService:
     ) -> GuardReport:
         verifier = self.verifier(policy.verifier.model)
         cached = CachingVerifier(verifier, self.verdict_cache, policy.tenant)
-        report = run_guard(
-            answer,
-            question=question,
-            context_messages=context,
-            policy=policy,
-            verifier=cached,
-            embedder=self.embedder,
-            index=self._index_for(policy),
-            threshold=self.calibrations.threshold_for(policy, verifier.name),
-        )
+        with self._batch_lock:
+            self._in_flight += 1
+        try:
+            report = run_guard(
+                answer,
+                question=question,
+                context_messages=context,
+                policy=policy,
+                verifier=cached,
+                embedder=self.embedder,
+                index=self._index_for(policy),
+                threshold=self.calibrations.threshold_for(policy, verifier.name),
+            )
+        finally:
+            with self._batch_lock:
+                self._in_flight -= 1
         stats = self.verdict_cache.stats()
         log.info(
             "verdict_cache",

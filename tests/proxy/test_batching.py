@@ -107,6 +107,15 @@ def test_window_zero_calls_in_the_callers_thread_unbatched() -> None:
         b.submit([-1])
 
 
+def test_a_lone_caller_does_not_wait_for_the_window() -> None:
+    model = FakeModel()
+    b = MicroBatcher(model, split, window_s=5.0, peers=lambda: 1)
+    t = time.perf_counter()
+    assert b.submit([4]) == [8]
+    assert time.perf_counter() - t < 2.5  # far below the 5 s window: it did not wait
+    b.close()
+
+
 def test_close_fails_queued_calls_and_refuses_new_ones_without_hanging() -> None:
     release = threading.Event()
 
