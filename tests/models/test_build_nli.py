@@ -4,6 +4,8 @@ the in-process API use the result (real ONNX files, no mocks)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -42,15 +44,22 @@ def run_cli(argv: list[str]) -> int:
     return int(exc.value.code or 0)
 
 
+BUILD_OUTPUT: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(source checkpoint, models dir holding 'tiny-nli') — built once by the real CLI."""
+    """(source checkpoint, models dir holding 'tiny-nli') — built once by the real CLI;
+    what it printed goes to BUILD_OUTPUT."""
     root = tmp_path_factory.mktemp("nli")
     src = save_tiny_nli(root / "ckpt")
     models = root / "models"
-    code = run_cli(["models", "build", "--from", str(src), "--name", "tiny-nli",
-                    "--models-dir", str(models)])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_cli(["models", "build", "--from", str(src), "--name", "tiny-nli",
+                        "--models-dir", str(models)])
     assert code == 0
+    BUILD_OUTPUT.append(out.getvalue())
     return src, models
 
 
@@ -79,6 +88,12 @@ def test_cli_prints_files_parity_and_probes(
     built: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     src, models = built
+    printed = BUILD_OUTPUT[0]
+    assert "built 'tiny-nli' (nli, BertForSequenceClassification)" in printed
+    assert "model.onnx" in printed and "model.int8.onnx" in printed
+    assert "int8 vs fp32 max |Δp|" in printed
+    assert printed.count("probe (") == 3
+    assert "verifier: {model: tiny-nli}" in printed
     assert run_cli(["models", "build", "--from", str(src), "--name", "tiny-nli",
                     "--models-dir", str(models)]) == 2  # exists, no --force
     assert "already exists" in capsys.readouterr().err
@@ -183,3 +198,22 @@ async def test_policy_naming_the_built_model_guards_through_the_api(
     assert gp["verifier"] == "tiny-nli"
     assert not gp["unverified"]
     assert gp["claims"] and all(0.0 <= c["uncertainty"] <= 1.0 for c in gp["claims"])
+
+
+def test_hub_id_resolves_from_the_local_cache_only(
+    built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub.constants
+
+    from models.build import resolve_source
+
+    src, _ = built
+    revision = "0" * 40
+    repo = tmp_path / "hub" / "models--gp-test--tiny-nli"
+    shutil.copytree(src, repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    found = resolve_source("gp-test/tiny-nli")
+    assert found.path == repo / "snapshots" / revision
+    assert (found.path / "config.json").is_file()
