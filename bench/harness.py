@@ -275,6 +275,7 @@ class Target:
 class PhaseResult:
     latencies_ms: list[float] = field(default_factory=list)
     ttfb_ms: list[float] = field(default_factory=list)
+    guard_ms: list[float] = field(default_factory=list)  # x-groundproxy-latency-ms
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     wall_s: float = 0.0
@@ -289,6 +290,7 @@ class PhaseResult:
     def add(self, other: PhaseResult) -> None:
         self.latencies_ms += other.latencies_ms
         self.ttfb_ms += other.ttfb_ms
+        self.guard_ms += other.guard_ms
         self.errors += other.errors
         self.error_samples = (self.error_samples + other.error_samples)[:5]
         self.wall_s += other.wall_s
@@ -325,6 +327,8 @@ async def one_request(
             return
         out.latencies_ms.append((done - t0) * 1000)
         out.ttfb_ms.append(((first or done) - t0) * 1000)
+        if "x-groundproxy-latency-ms" in r.headers:
+            out.guard_ms.append(float(r.headers["x-groundproxy-latency-ms"]))
     except httpx.HTTPError as exc:
         out.errors += 1
         if len(out.error_samples) < 5:
