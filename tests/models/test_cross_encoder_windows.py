@@ -8,6 +8,7 @@ from models.train.ce_window import (
     MIN_EVIDENCE_TOKENS,
     SPECIAL_TOKENS,
     claim_budget,
+    pair_texts,
     rank_candidates,
     select_evidence,
 )
@@ -66,3 +67,19 @@ def test_rank_prefers_rare_claim_words_and_breaks_ties_by_order() -> None:
 def test_claim_budget_leaves_room_for_evidence() -> None:
     assert claim_budget(20) == 20
     assert claim_budget(500) == MAX_LENGTH - SPECIAL_TOKENS - MIN_EVIDENCE_TOKENS
+
+
+class WordTokenizer:
+    """Stands in for a HF tokenizer in pair_texts: one token per whitespace word."""
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[str]]:
+        return {"input_ids": text.split()}
+
+
+def test_pair_texts_long_claim_keeps_evidence_room() -> None:
+    claim = " ".join(["tower"] * 200)
+    doc = ["The tower is tall, one of ten.", "The tower is old, built in 1889."]
+    ((c, ev),) = pair_texts(WordTokenizer(), [(claim, " ".join(doc))])
+    assert c == claim  # the claim is truncated by the tokenizer, not here
+    # a 200-word claim still leaves MIN_EVIDENCE_TOKENS words of budget: both sentences fit
+    assert ev == " ".join(doc)
