@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
+import httpx
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -15,9 +16,12 @@ import pytest
 from guards.errors import GuardError
 from models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
 from policies.schema import local_policy
+from proxy.app import create_app
 from proxy.guarding import GuardService
 from proxy.metrics import METRICS
+from proxy.settings import Settings
 from retrieval.hashing_embedder import HashingEmbedder
+from tests.conftest import KEYS
 
 
 class FakeModel:
@@ -185,7 +189,9 @@ def test_guard_service_batches_and_reports_batch_sizes(tmp_path: Path) -> None:
     service = GuardService(tmp_path, HashingEmbedder(), batch_window_ms=20)
     assert isinstance(service.embedder, BatchingEmbedder)
     before = {m: _histogram_count(m) for m in ("embedder", "verifier")}
-    policy = local_policy("t1", "x")
+    policy = local_policy(
+        "t1", "x", verifier={"model": "lexical"}, latency_budget_ms=60_000
+    )
     context = [("system", "The warranty lasts 12 months from purchase.")]
 
     async def many() -> list[str]:
@@ -209,3 +215,36 @@ def test_guard_service_batches_and_reports_batch_sizes(tmp_path: Path) -> None:
     service.close()
     off = GuardService(tmp_path, HashingEmbedder())
     assert isinstance(off.embedder, HashingEmbedder)
+
+
+async def test_server_with_batching_on_answers_concurrent_requests(
+    policies_dir: Path, data_dir: Path
+) -> None:
+    """The real app (lifespan, real ONNX embedder, real index) with a 5 ms window."""
+    settings = Settings(
+        policies=policies_dir, data=data_dir, watch_policies=False, batch_window_ms=5
+    )
+    app = create_app(settings)
+    before = _histogram_count("embedder")
+    headers = {"authorization": f"Bearer {KEYS['acme']}"}
+    body = {"model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": "How long is the laptop warranty?"}]}
+    async with app.router.lifespan_context(app):
+        assert isinstance(app.state.gp.guard.embedder, BatchingEmbedder)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
+            statuses: list[int] = []
+
+            async def one() -> None:
+                resp = await c.post("/v1/chat/completions", json=body, headers=headers)
+                statuses.append(resp.status_code)
+                assert "groundproxy" in resp.json(), resp.text
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(6):
+                    tg.start_soon(one)
+            metrics = await c.get("/metrics")
+    assert statuses == [200] * 6
+    assert _histogram_count("embedder") > before
+    assert metrics.status_code == 200
+    assert 'groundproxy_batch_size_count{model="embedder"}' in metrics.text
