@@ -15,6 +15,7 @@ from proxy.chat import guarded_completion, new_step_id
 from proxy.disconnect import ClientDisconnected, cancel_on_disconnect
 from proxy.guarding import GuardService
 from proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
+from proxy.relay_stream import relay_events, relay_headers, wants_relay
 from proxy.sentence_stream import (
     open_sentence_stream,
     sentence_events,
@@ -62,8 +63,9 @@ async def chat_completions(request: Request) -> Response:
     trace = await trace_for(
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces
     )
-    if wants_sentence_mode(req, loaded):  # stream: sentence (proxy.sentence_stream)
-        return await _sentence_response(request, req, loaded, upstream, guard, rid, trace)
+    if wants_sentence_mode(req, loaded) or wants_relay(req, loaded):
+        # stream: sentence (proxy.sentence_stream), or unguarded: relayed (proxy.relay_stream)
+        return await _incremental_response(request, req, loaded, upstream, guard, rid, trace)
     try:
         done = await cancel_on_disconnect(
             request,
@@ -83,7 +85,7 @@ async def chat_completions(request: Request) -> Response:
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
-async def _sentence_response(
+async def _incremental_response(
     request: Request,
     req: ChatCompletionRequest,
     loaded: LoadedPolicy,
@@ -92,7 +94,8 @@ async def _sentence_response(
     rid: str,
     trace: TraceRequest | None,
 ) -> Response:
-    """Open the upstream stream first (its errors keep their status), then stream."""
+    """Open the upstream stream first (its errors keep their status), then stream it as
+    it comes: sentence by sentence once verified, or relayed when the guard is off."""
     try:
         stream = await cancel_on_disconnect(
             request, open_sentence_stream(req, loaded, upstream)
@@ -108,13 +111,15 @@ async def _sentence_response(
                 req.context_messages(), report,
             )
 
-    headers = {
-        **up_front_headers(loaded.policy_id, step_id, rid),
-        "cache-control": "no-cache",
-        "x-accel-buffering": "no",
-    }
+    no_buffering = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+    if not loaded.policy.guard:
+        return StreamingResponse(
+            relay_events(req, loaded, stream, step_id, on_report),
+            media_type="text/event-stream",
+            headers={**relay_headers(loaded.policy_id, step_id, rid), **no_buffering},
+        )
     return StreamingResponse(
         sentence_events(req, loaded, stream, guard, step_id, on_report),
         media_type="text/event-stream",
-        headers=headers,
+        headers={**up_front_headers(loaded.policy_id, step_id, rid), **no_buffering},
     )

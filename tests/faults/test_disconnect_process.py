@@ -27,9 +27,8 @@ from tests.faults.helpers import upstream_stats, wait_for
 
 pytestmark = pytest.mark.slow
 
-# guard on, sentence mode: the response starts at once, the client hangs up mid-stream;
-# guard off: the proxy collects the whole upstream stream before it answers (a stream is
-# re-chunked from the complete answer), so the client hangs up while it is still reading.
+# guard on, sentence mode, and guard off (relayed chunk by chunk, proxy.relay_stream): the
+# response starts at once and the client hangs up mid-stream.
 TENANTS: dict[str, dict[str, Any]] = {
     "sentence": {"stream": "sentence"}, "unguarded": {"guard": False}
 }
@@ -49,6 +48,7 @@ def proxy_port(
         spec.update(tenant=tenant, keys=[hash_key(key(tenant))], admin_keys=[])
         spec["retrieval"] = {"index": "acme"}
         spec["upstream"]["models"]["drip-0.5"] = "openai/drip-0.5"
+        spec["upstream"]["models"]["drip-0.1"] = "openai/drip-0.1"
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     port = free_port()
     log = tmp_path_factory.mktemp("disconnect-log") / "proxy.log"
@@ -85,14 +85,11 @@ def test_hang_up_mid_stream_cancels_the_upstream_call(
     before = upstream_stats(upstream_port)
     sock = _raw_stream_request(proxy_port, tenant)
     try:
-        if tenant == "sentence":
-            first = sock.recv(4096)  # the response has started streaming
-            assert first.startswith(b"HTTP/1.1 200"), first[:200]
-        else:
-            assert wait_for(
-                lambda: upstream_stats(upstream_port)["started"] > before["started"], 5.0
-            )
-            time.sleep(1.0)  # the proxy is buffering the upstream stream
+        first = sock.recv(4096)  # the response has started streaming
+        assert first.startswith(b"HTTP/1.1 200"), first[:200]
+        if tenant == "unguarded":
+            assert b"x-groundproxy-stream: relay" in first.lower(), first[:400]
+            time.sleep(1.0)  # a few words have been relayed
     finally:
         sock.close()
     assert wait_for(
@@ -114,3 +111,37 @@ def test_hang_up_mid_stream_cancels_the_upstream_call(
     assert resp.status_code == 200, resp.text
     # (the guard-on tenant rewrites the upstream's "24 months" to the documents' 12)
     assert "limited warranty of" in resp.json()["choices"][0]["message"]["content"]
+
+
+def test_unguarded_stream_is_relayed_as_it_arrives(proxy_port: int) -> None:
+    """guard: false → chunks leave as the upstream sends them (0.1 s per word), not after
+    the whole answer; the contract of an unguarded answer is kept (headers, last event)."""
+    started = time.perf_counter()
+    arrivals: list[float] = []
+    events: list[dict[str, Any]] = []
+    with httpx.stream(
+        "POST",
+        f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
+        json={"model": "drip-0.1", "stream": True,
+              "messages": [{"role": "user", "content": "How long is the warranty?"}]},
+        headers={"authorization": f"Bearer {key('unguarded')}"},
+        timeout=30,
+    ) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["x-groundproxy-action"] == "unverified"
+        assert resp.headers["x-groundproxy-stream"] == "relay"
+        for line in resp.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            events.append(json.loads(line.removeprefix("data: ")))
+            if events[-1]["choices"] and events[-1]["choices"][0]["delta"].get("content"):
+                arrivals.append(time.perf_counter() - started)
+    total = time.perf_counter() - started
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])
+    assert "warranty" in text and len(arrivals) > 5
+    # the first words arrived long before the last (the answer takes ≥ 2 s to drip out)
+    assert total >= 2.0 and arrivals[0] < total / 2, (arrivals[0], total)
+    last = events[-1]
+    assert last["choices"][0]["finish_reason"] == "stop"
+    assert last["groundproxy"]["action"] == "unverified"
+    assert all(c["action"] == "unverified" for c in last["groundproxy"]["claims"])

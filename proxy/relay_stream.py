@@ -1,0 +1,122 @@
+"""Streams of an unguarded tenant (``guard: false``): relayed chunk by chunk as they arrive.
+
+Nothing is verified, so nothing needs to be held: each upstream delta leaves as soon as it
+comes (buffering the whole answer first would take streaming away from guard-off tenants:
+against an upstream that sends a word every 0.2 s, the first byte came after the whole
+answer, 8.7 s, instead of 0.5 s). The contract of an unguarded answer is kept:
+
+- headers, all known up front: ``x-groundproxy-action: unverified``,
+  ``x-groundproxy-trust: 0.00``, ``x-groundproxy-latency-ms: 0``, the policy, step and
+  request ids, and ``x-groundproxy-stream: relay``;
+- the last event before ``[DONE]`` carries the ``groundproxy`` object of the unverified
+  report (claims marked ``unverified``, "guard disabled by policy");
+- an upstream failure after the first byte: an OpenAI-shaped ``{"error": {...}}`` event,
+  then ``[DONE]``; a client that disconnects closes the upstream stream.
+
+Requests that ask for tools or functions, or ``n > 1``, keep the buffered path (the
+flattened stream deltas carry text only).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+
+from guards.errors import GroundproxyError
+from guards.pipeline import unverified_report
+from guards.report import report_body
+from guards.types import GuardReport
+from policies.loader import LoadedPolicy
+from proxy.errors import error_body
+from proxy.protocol import ChatCompletionRequest
+from proxy.sse import sse
+from proxy.upstream import UpstreamStream
+
+log = structlog.get_logger(__name__)
+
+REASON = "guard disabled by policy"
+_TOOL_FIELDS = ("tools", "tool_choice", "functions", "function_call")
+
+
+def wants_relay(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
+    """Relay: a streamed request to an unguarded policy, one choice, no tools."""
+    extra = req.passthrough()
+    n = extra.get("n")
+    single = n is None or (isinstance(n, int) and n <= 1)
+    tools = any(extra.get(f) is not None for f in _TOOL_FIELDS)
+    return req.stream and not loaded.policy.guard and single and not tools
+
+
+def relay_headers(policy_id: str, step_id: str, request_id: str) -> dict[str, str]:
+    return {
+        "x-groundproxy-trust": "0.00",
+        "x-groundproxy-action": "unverified",
+        "x-groundproxy-policy": policy_id,
+        "x-groundproxy-latency-ms": "0",
+        "x-groundproxy-step-id": step_id,
+        "x-groundproxy-stream": "relay",
+        "x-request-id": request_id,
+    }
+
+
+async def relay_events(
+    req: ChatCompletionRequest,
+    loaded: LoadedPolicy,
+    stream: UpstreamStream,
+    step_id: str,
+    on_report: Any = None,
+) -> AsyncIterator[bytes]:
+    """SSE bytes of one relayed answer; ``on_report`` (async) gets the final report."""
+    base: dict[str, Any] = {
+        "id": f"chatcmpl-{step_id}", "object": "chat.completion.chunk",
+        "created": int(time.time()), "model": req.model,
+    }  # fmt: skip
+    text: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+    role_sent = False
+    try:
+        async for d in stream:
+            if d.id:
+                base["id"] = d.id
+            if d.created:
+                base["created"] = d.created
+            if d.usage:
+                usage = d.usage
+            if d.index != 0:
+                continue
+            delta: dict[str, Any] = {}
+            if not role_sent:
+                role_sent = True
+                delta["role"] = d.role or "assistant"
+            if d.content:
+                text.append(d.content)
+                delta["content"] = d.content
+            if d.finish_reason:
+                finish = d.finish_reason
+            if delta:
+                yield sse({**base, "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": None}
+                ]})  # fmt: skip
+    except GroundproxyError as exc:
+        log.warning("relay_stream_failed", error=exc.message, code=exc.code)
+        yield sse(error_body(exc.message, exc.error_type, exc.param, exc.code))
+        yield sse("[DONE]")
+        return
+    finally:
+        await stream.aclose()
+    report: GuardReport = unverified_report("".join(text), loaded.policy, REASON)
+    if on_report is not None:
+        await on_report(report)
+    last: dict[str, Any] = {**base, "choices": [
+        {"index": 0, "delta": {}, "finish_reason": finish or "stop"}
+    ]}  # fmt: skip
+    if usage:
+        last["usage"] = usage
+    last["groundproxy"] = report_body(report, loaded.policy_id)
+    log.info("relayed", mode="relay", action=report.action, claims=len(report.claims))
+    yield sse(last)
+    yield sse("[DONE]")
