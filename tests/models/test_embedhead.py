@@ -120,3 +120,44 @@ def test_sentence_splitter() -> None:
         "He won 3.5 million!",
         "[Human]: hi",
     ]
+
+
+def test_the_default_verifier_is_the_shipped_int8_head() -> None:
+    registry = VerifierRegistry()
+    default = registry.get("default")
+    assert isinstance(default, EmbedHeadVerifier)
+    assert default.name == "embedhead" and default.variant == "int8"
+    assert "default" in registry.loaded()
+    # its contradiction bar was fitted on train data and is what the guard applies
+    from guards.decide import contradiction_bar
+
+    assert 0.5 < contradiction_bar(default) < 1.0
+    assert contradiction_bar(default) == load_meta(MODEL_DIR)["contradiction_min"]
+
+
+def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> None:
+    """The three hand-written cases through run_guard (claims, evidence windows, rules,
+    decision) with the default policy and verifier, the request context as evidence."""
+    from guards.pipeline import run_guard
+    from policies.schema import local_policy
+    from retrieval.embedder import load_embedder
+
+    context = [("system", "Every robot has a warranty of 12 months. Shipping is free in the EU.")]
+    policy = local_policy("handwritten", "openai/test")
+    verifier = VerifierRegistry().get("default")
+    verdicts = {}
+    for answer in (SUPPORTED.claim, CONTRADICTED.claim, UNVERIFIABLE.claim):
+        report = run_guard(
+            answer, question=None, context_messages=context, policy=policy,
+            verifier=verifier, embedder=load_embedder(), index=None,
+        )  # fmt: skip
+        (claim,) = report.claims
+        verdicts[answer] = claim.verdict
+        if answer == CONTRADICTED.claim:
+            assert claim.correction is not None and "12 months" in claim.correction
+            assert "12 months" in report.text and "24 months" not in report.text
+    assert verdicts == {
+        SUPPORTED.claim: "supported",
+        CONTRADICTED.claim: "contradicted",
+        UNVERIFIABLE.claim: "unverifiable",
+    }

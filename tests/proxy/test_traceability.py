@@ -61,6 +61,9 @@ def trace_policies(root: Path, upstream_port: int) -> Path:
                          "api_key_env": "TEST_UPSTREAM_KEY", "timeout_s": 10},
             "latency_budget_ms": 20000,
             **extra,
+            # the trace walk-back is under test, not the verifier: pin the lexical one, whose
+            # verdicts on these hand-written steps the assertions spell out
+            "verifier": {"model": "lexical", **extra.get("verifier", {})},
         }
         (d / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return d
