@@ -20,9 +20,9 @@ class Settings(BaseSettings):
     max_json_depth: int = 64
     embedder: str = "minilm"
     # Micro-batching of embedder/verifier calls across concurrent requests (models.batching):
-    # wait up to this long for other requests' items; 0 (default) turns it off. Opt-in: on a
-    # shared 2-core machine it measured 1.2x answers/s with the lexical verifier but 0.83x
-    # with embedhead (bench/results/batching.txt).
+    # wait up to this long for other requests' items; 0 (default) turns it off. Opt-in: at
+    # 16 concurrent guards on 2 cores, 2 ms gave 1.11x answers/s with the embedhead verifier
+    # but 0.80x with lexical (bench/results/batching.txt).
     batch_window_ms: float = 0.0
     batch_max: int = 64
     watch_policies: bool = True
