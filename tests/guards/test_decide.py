@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from guards.decide import (
+    CONTRADICTION_MIN,
     MISMATCH_CAP,
     MISMATCH_FLOOR,
     MISSING_CAP,
-    CONTRADICTION_MIN,
     answer_action,
     below_floor,
     contradiction_bar,

@@ -286,3 +286,14 @@ def test_unverified_report() -> None:
     assert report.unverified and report.trust == 0.0 and not report.blocked
     assert [c.action for c in report.claims] == ["unverified", "unverified"]
     assert all(c.explanation == "budget exceeded" for c in report.claims)
+
+
+def test_search_text_adds_the_question_to_short_claims_only() -> None:
+    from guards.pipeline import SHORT_CLAIM_WORDS, search_text
+
+    q = "Where is the head office?"
+    assert search_text("Delhi", q) == "Where is the head office? Delhi"
+    long_claim = " ".join(["word"] * (SHORT_CLAIM_WORDS + 1))
+    assert search_text(long_claim, q) == long_claim
+    assert search_text("Delhi", None) == "Delhi"
+    assert search_text("Delhi", "") == "Delhi"

@@ -161,3 +161,33 @@ def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> No
         CONTRADICTED.claim: "contradicted",
         UNVERIFIABLE.claim: "unverifiable",
     }
+
+
+OBEROI = (
+    "The Oberoi family is an Indian family that is famous for its involvement in hotels, "
+    "namely through The Oberoi Group. The Oberoi Group is a hotel company with its head "
+    "office in Delhi. Founded in 1934, the company owns and operates more than 30 luxury "
+    "hotels and two river cruise ships in five countries."
+)
+OBEROI_Q = "The Oberoi family is part of a hotel company that has a head office in what city?"
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"), [("Delhi", "supported"), ("Mumbai", "unverifiable")]
+)
+def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str) -> None:
+    """A one-word answer alone is close to nothing in the evidence (every window fell under
+    min_score: "no evidence found" for the right answer too); searched as question + answer,
+    the right sentence is found and the verifier judges the answer against it."""
+    from guards.pipeline import run_guard
+    from policies.schema import local_policy
+    from retrieval.embedder import load_embedder
+
+    report = run_guard(
+        answer, question=OBEROI_Q, context_messages=[("context", OBEROI)],
+        policy=local_policy("short", "openai/test"), verifier=VerifierRegistry().get("default"),
+        embedder=load_embedder(), index=None,
+    )  # fmt: skip
+    (claim,) = report.claims
+    assert claim.verdict == verdict, claim.explanation
+    assert claim.citations and "head office in Delhi" in OBEROI[claim.citations[0].span[0]:]
