@@ -56,7 +56,8 @@ def _check(tenant: str, resp: httpx.Response, stream: bool) -> int:
         assert doc.startswith(f"{tenant}/") or doc.startswith("request:"), (tenant, doc)
     header = resp.headers.get("x-groundproxy-citations", "")
     for item in filter(None, header.split("; ")):
-        assert item.startswith(f"doc:{tenant}/") or item.startswith("doc:request:"), item
+        # index chunks read doc:<tenant>/…; the request's own messages request:<role>#<i>#…
+        assert item.startswith(f"doc:{tenant}/") or item.startswith("request:"), item
     months = ISO_TENANTS[tenant][0]
     for other, (m, d) in ISO_TENANTS.items():
         if other != tenant:  # another tenant's figures never reach this tenant's answer
