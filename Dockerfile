@@ -1,4 +1,5 @@
-# groundproxy — slim Python 3.11, CPU torch, models inside the image, non-root.
+# groundproxy — slim Python 3.11, CPU torch, models (and the embedder's ONNX export) inside
+# the image, non-root.
 FROM python:3.11-slim AS base
 
 # TOKENIZERS_PARALLELISM is a tokenizer switch, not a secret.
@@ -12,7 +13,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TRANSFORMERS_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false \
     GROUNDPROXY_POLICIES=/etc/groundproxy/policies \
-    GROUNDPROXY_DATA=/var/lib/groundproxy
+    GROUNDPROXY_DATA=/var/lib/groundproxy \
+    GROUNDPROXY_CACHE=/opt/groundproxy/cache
 
 WORKDIR /app
 
@@ -32,7 +34,9 @@ RUN pip install --no-deps . \
     && useradd --system --uid 10001 --home-dir /var/lib/groundproxy groundproxy \
     && mkdir -p /etc/groundproxy/policies /var/lib/groundproxy \
     && cp policies/demo.yaml /etc/groundproxy/policies/ \
-    && chown -R groundproxy:groundproxy /var/lib/groundproxy
+    && chown -R groundproxy:groundproxy /var/lib/groundproxy \
+    && python -c "from retrieval.onnx_embedder import ensure_exported; ensure_exported('fp32')" \
+    && chmod -R a+rX /opt/groundproxy/cache
 
 USER 10001
 EXPOSE 8080
