@@ -19,7 +19,6 @@ flattened stream deltas carry text only).
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,7 +31,7 @@ from guards.types import GuardReport
 from policies.loader import LoadedPolicy
 from proxy.errors import error_body
 from proxy.protocol import ChatCompletionRequest
-from proxy.sse import sse
+from proxy.sse import ChunkWriter, sse
 from proxy.upstream import UpstreamStream
 
 log = structlog.get_logger(__name__)
@@ -70,23 +69,12 @@ async def relay_events(
     on_report: Any = None,
 ) -> AsyncIterator[bytes]:
     """SSE bytes of one relayed answer; ``on_report`` (async) gets the final report."""
-    base: dict[str, Any] = {
-        "id": f"chatcmpl-{step_id}", "object": "chat.completion.chunk",
-        "created": int(time.time()), "model": req.model,
-    }  # fmt: skip
+    out = ChunkWriter(f"chatcmpl-{step_id}", req.model)
     text: list[str] = []
-    finish: str | None = None
-    usage: dict[str, Any] | None = None
     role_sent = False
     try:
         async for d in stream:
-            if d.id:
-                base["id"] = d.id
-            if d.created:
-                base["created"] = d.created
-            if d.usage:
-                usage = d.usage
-            if d.index != 0:
+            if not out.note(d):
                 continue
             delta: dict[str, Any] = {}
             if not role_sent:
@@ -95,12 +83,8 @@ async def relay_events(
             if d.content:
                 text.append(d.content)
                 delta["content"] = d.content
-            if d.finish_reason:
-                finish = d.finish_reason
             if delta:
-                yield sse({**base, "choices": [
-                    {"index": 0, "delta": delta, "finish_reason": None}
-                ]})  # fmt: skip
+                yield out.chunk(delta)
     except GroundproxyError as exc:
         log.warning("relay_stream_failed", error=exc.message, code=exc.code)
         yield sse(error_body(exc.message, exc.error_type, exc.param, exc.code))
@@ -111,12 +95,7 @@ async def relay_events(
     report: GuardReport = unverified_report("".join(text), loaded.policy, REASON)
     if on_report is not None:
         await on_report(report)
-    last: dict[str, Any] = {**base, "choices": [
-        {"index": 0, "delta": {}, "finish_reason": finish or "stop"}
-    ]}  # fmt: skip
-    if usage:
-        last["usage"] = usage
-    last["groundproxy"] = report_body(report, loaded.policy_id)
+    last = out.last(out.finish or "stop", report_body(report, loaded.policy_id))
     log.info("relayed", mode="relay", action=report.action, claims=len(report.claims))
-    yield sse(last)
+    yield last
     yield sse("[DONE]")

@@ -47,7 +47,7 @@ from policies.loader import LoadedPolicy
 from proxy.errors import error_body
 from proxy.guarding import GuardService
 from proxy.protocol import ChatCompletionRequest
-from proxy.sse import sse
+from proxy.sse import ChunkWriter, sse
 from proxy.upstream import StreamDelta, UpstreamClient, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
@@ -203,52 +203,32 @@ async def sentence_events(
     """
     state = SentenceGuard(loaded, guard, req.question(), req.context_messages())
     segmenter = SentenceSegmenter()
-    base: dict[str, Any] = {
-        "id": f"chatcmpl-{step_id}", "object": "chat.completion.chunk",
-        "created": int(time.time()), "model": req.model,
-    }  # fmt: skip
-    finish: str | None = None
-    usage: dict[str, Any] | None = None
+    out = ChunkWriter(f"chatcmpl-{step_id}", req.model)
     role_sent = False
-
-    def chunk(content: str | None, finish_reason: str | None = None) -> bytes:
-        delta: dict[str, Any] = {} if content is None else {"content": content}
-        return sse({**base, "choices": [
-            {"index": 0, "delta": delta, "finish_reason": finish_reason}
-        ]})  # fmt: skip
 
     async def emit(segments: list[Segment]) -> AsyncIterator[bytes]:
         for seg in segments:
             text = await state.piece(seg)
             if text:
                 state.sent.append(text)
-                yield chunk(text)
+                yield out.chunk({"content": text})
 
     try:
         async for d in stream:
-            if d.id:
-                base["id"] = d.id
-            if d.created:
-                base["created"] = d.created
-            if d.usage:
-                usage = d.usage
-            if d.index != 0:
+            if not out.note(d):
                 continue
             if not role_sent:
                 role_sent = True
-                yield sse({**base, "choices": [{"index": 0, "delta": {
-                    "role": d.role or "assistant", "content": ""}, "finish_reason": None}]})
-            if d.finish_reason:
-                finish = d.finish_reason
+                yield out.chunk({"role": d.role or "assistant", "content": ""})
             if d.content and not state.blocked:
-                async for out in emit(segmenter.feed(d.content)):
-                    yield out
-        async for out in emit(segmenter.flush()):
-            yield out
+                async for piece in emit(segmenter.feed(d.content)):
+                    yield piece
+        async for piece in emit(segmenter.flush()):
+            yield piece
         tail = state.tail()
         if tail:
             state.sent.append(tail)
-            yield chunk(tail)
+            yield out.chunk({"content": tail})
     except GroundproxyError as exc:
         log.warning("sentence_stream_failed", error=exc.message, code=exc.code)
         yield sse(error_body(exc.message, exc.error_type, exc.param, exc.code))
@@ -259,13 +239,8 @@ async def sentence_events(
     report = state.report()
     if on_report is not None:
         await on_report(report)
-    last: dict[str, Any] = {**base, "choices": [{
-        "index": 0, "delta": {},
-        "finish_reason": "content_filter" if report.blocked else (finish or "stop"),
-    }]}  # fmt: skip
-    if usage:
-        last["usage"] = usage
-    last["groundproxy"] = report_body(report, loaded.policy_id)
+    finish = "content_filter" if report.blocked else (out.finish or "stop")
+    last = out.last(finish, report_body(report, loaded.policy_id))
     log.info(
         "guarded",
         mode="sentence",
@@ -274,7 +249,7 @@ async def sentence_events(
         claims=len(report.claims),
         guard_ms=round(report.latency_ms, 1),
     )
-    yield sse(last)
+    yield last
     yield sse("[DONE]")
 
 
