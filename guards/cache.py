@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from guards.decide import contradiction_bar
 from guards.types import Pair, Probs, Verifier
 
 DEFAULT_MAX_ENTRIES = 50_000
@@ -103,13 +104,15 @@ class VerdictCache:
 
 
 class CachingVerifier:
-    """``inner`` behind ``cache`` for one tenant; same ``name`` as ``inner``."""
+    """``inner`` behind ``cache`` for one tenant; same ``name`` and contradiction bar as
+    ``inner``."""
 
     def __init__(self, inner: Verifier, cache: VerdictCache, tenant: str) -> None:
         self.inner = inner
         self.cache = cache
         self.tenant = tenant
         self.name = inner.name
+        self.contradiction_min = contradiction_bar(inner)
         self.hits = 0  # of this wrapper (one request)
         self.misses = 0
 

@@ -33,6 +33,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from guards.decide import contradiction_bar
 from guards.errors import GuardError
 from guards.types import Embedder, Pair, Probs, Verifier
 
@@ -245,6 +246,7 @@ class BatchingVerifier:
         opts = options or BatchOptions()
         self.inner = inner
         self.name = inner.name
+        self.contradiction_min = contradiction_bar(inner)  # the guard reads it off the wrapper
         self.batcher: MicroBatcher[Pair, list[Probs]] = MicroBatcher(
             self._score, _items, window_s=opts.window_s, max_items=opts.max_items,
             observe=opts.observe, peers=opts.peers, name=f"verifier {inner.name}",

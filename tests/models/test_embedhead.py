@@ -191,3 +191,21 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
     (claim,) = report.claims
     assert claim.verdict == verdict, claim.explanation
     assert claim.citations and "head office in Delhi" in OBEROI[claim.citations[0].span[0]:]
+
+
+def test_the_contradiction_bar_survives_the_proxy_wrappers() -> None:
+    """The proxy scores through a per-tenant verdict cache (and, with batching on, a
+    micro-batcher): the guard must still see the model's bar, not the 0.5 default."""
+    from guards.cache import CachingVerifier, VerdictCache
+    from guards.decide import contradiction_bar
+    from models.batching import BatchingVerifier
+
+    default = VerifierRegistry().get("default")
+    bar = load_meta(MODEL_DIR)["contradiction_min"]
+    batched = BatchingVerifier(default)
+    try:
+        assert contradiction_bar(CachingVerifier(default, VerdictCache(), "t")) == bar
+        assert contradiction_bar(batched) == bar
+        assert contradiction_bar(CachingVerifier(batched, VerdictCache(), "t")) == bar
+    finally:
+        batched.close()
