@@ -33,10 +33,13 @@ def error_body(
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
+def exception_body(exc: GroundproxyError) -> dict[str, Any]:
+    """The OpenAI error body of one of our exceptions (a response, or an SSE event)."""
+    return error_body(exc.message, exc.error_type, exc.param, exc.code)
+
+
 def error_response(exc: GroundproxyError) -> JSONResponse:
-    return JSONResponse(
-        error_body(exc.message, exc.error_type, exc.param, exc.code), status_code=exc.status_code
-    )
+    return JSONResponse(exception_body(exc), status_code=exc.status_code)
 
 
 async def _groundproxy_error(_: Request, exc: Exception) -> JSONResponse:

@@ -29,7 +29,7 @@ from guards.pipeline import unverified_report
 from guards.report import report_body
 from guards.types import GuardReport
 from policies.loader import LoadedPolicy
-from proxy.errors import error_body
+from proxy.errors import exception_body
 from proxy.protocol import ChatCompletionRequest
 from proxy.sse import ChunkWriter, sse
 from proxy.upstream import UpstreamStream
@@ -87,7 +87,7 @@ async def relay_events(
                 yield out.chunk(delta)
     except GroundproxyError as exc:
         log.warning("relay_stream_failed", error=exc.message, code=exc.code)
-        yield sse(error_body(exc.message, exc.error_type, exc.param, exc.code))
+        yield sse(exception_body(exc))
         yield sse("[DONE]")
         return
     finally:

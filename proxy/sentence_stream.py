@@ -44,7 +44,7 @@ from guards.rewrite import Cited, footnote_block, render, rendered_trust
 from guards.segments import Segment, SentenceSegmenter
 from guards.types import AnswerAction, Claim, ClaimResult, GuardReport
 from policies.loader import LoadedPolicy
-from proxy.errors import error_body
+from proxy.errors import exception_body
 from proxy.guarding import GuardService
 from proxy.protocol import ChatCompletionRequest
 from proxy.sse import ChunkWriter, sse
@@ -231,7 +231,7 @@ async def sentence_events(
             yield out.chunk({"content": tail})
     except GroundproxyError as exc:
         log.warning("sentence_stream_failed", error=exc.message, code=exc.code)
-        yield sse(error_body(exc.message, exc.error_type, exc.param, exc.code))
+        yield sse(exception_body(exc))
         yield sse("[DONE]")
         return
     finally:
