@@ -25,9 +25,14 @@ demo: install
 	$(VENV)/bin/groundproxy demo
 
 lint: install
-	$(VENV)/bin/ruff check proxy guards retrieval models policies tests bench
+	$(VENV)/bin/ruff check proxy guards retrieval models policies testing tests bench
 
-typecheck: install
+# mypy cannot follow setuptools' package-dir mapping (groundproxy.X -> X/): it reads the
+# installed module names through .gp-root/groundproxy, a link to this folder.
+.gp-root/groundproxy:
+	mkdir -p .gp-root && ln -sfn .. .gp-root/groundproxy
+
+typecheck: install .gp-root/groundproxy
 	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.

@@ -46,11 +46,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from guards.context import sentence_windows
-from guards.lexical import LexicalVerifier
-from guards.types import Pair
-from models.embedhead_verifier import EmbedHeadVerifier
-from models.features import split_sentences
+from groundproxy.guards.context import sentence_windows
+from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.types import Pair
+from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
+from groundproxy.models.features import split_sentences
 
 BATCH_ROWS = 32
 
@@ -163,7 +163,7 @@ def main() -> None:
     args = ap.parse_args()
     extra: dict[str, Any] = {}
     if args.verifiers:
-        from models.registry import VerifierRegistry
+        from groundproxy.models.registry import VerifierRegistry
 
         registry = (
             VerifierRegistry(models_dir=args.models_dir) if args.models_dir else VerifierRegistry()

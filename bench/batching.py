@@ -24,10 +24,10 @@ import anyio
 import numpy as np
 import structlog
 
-from guards.cache import VerdictCache
-from policies.schema import local_policy
-from proxy.guarding import GuardService
-from proxy.metrics import METRICS
+from groundproxy.guards.cache import VerdictCache
+from groundproxy.policies.schema import local_policy
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.metrics import METRICS
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -98,7 +98,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     data = rows(args.answers)
     embedder = load_embedder("minilm")

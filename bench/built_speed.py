@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from guards.types import VERDICTS, Pair
-from models.build import PROBES
-from models.built_verifier import BuiltVerifier, Variant
-from models.registry import models_dir_for
+from groundproxy.guards.types import VERDICTS, Pair
+from groundproxy.models.build import PROBES
+from groundproxy.models.built_verifier import BuiltVerifier, Variant
+from groundproxy.models.registry import models_dir_for
 
 
 def main() -> None:

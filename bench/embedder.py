@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from guards.types import Embedder
+from groundproxy.guards.types import Embedder
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 _SENT_END = re.compile(r"(?<=[.!?])\s+")
@@ -85,7 +85,7 @@ def main() -> None:
                    help="comma list; the first is the reference")
     p.add_argument("--skip-speed", action="store_true")
     args = p.parse_args()
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     names = args.backends.split(",")
     ref = names[0]

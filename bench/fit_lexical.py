@@ -28,9 +28,9 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from guards.context import sentence_windows
-from guards.lexical import LexicalVerifier
-from guards.types import Pair
+from groundproxy.guards.context import sentence_windows
+from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.types import Pair
 
 ALPHAS = [round(a, 2) for a in np.linspace(0.0, 1.0, 11)]
 

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import yaml
 
-from policies.keys import hash_key
-from proxy.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "eval"
 QUESTION = "Tell me about Arthur's Magazine and First for Women."
@@ -55,8 +55,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=300)
     args = ap.parse_args()
 
-    from retrieval.embedder import load_embedder
-    from retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.embedder import load_embedder
+    from groundproxy.retrieval.ingest import ingest_texts
 
     work = Path(tempfile.mkdtemp(prefix="gp-bench-"))
     (work / "policies").mkdir()

@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from guards.types import Embedder
-from policies.keys import hash_key
-from proxy.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from groundproxy.guards.types import Embedder
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -101,8 +101,8 @@ def build_index(cache: Path, chunks: int, real_budget_s: float) -> dict[str, Any
         info: dict[str, Any] = json.loads(info_path.read_text(encoding="utf-8"))
         if info.get("chunks_requested") == chunks:
             return info
-    from retrieval.embedder import load_embedder
-    from retrieval.writer import IndexWriter
+    from groundproxy.retrieval.embedder import load_embedder
+    from groundproxy.retrieval.writer import IndexWriter
 
     data = cache / "data"
     if data.exists():
@@ -220,7 +220,7 @@ def start_litellm(
     binary: Path, work: Path, upstream_port: int
 ) -> tuple[int, subprocess.Popen[bytes]]:
     """The LiteLLM proxy (its own venv): one model → the fake upstream, master key, no DB."""
-    from proxy.processes import wait_http
+    from groundproxy.testing.processes import wait_http
 
     port = free_port()
     config = {

@@ -50,7 +50,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def bench_size(n: int, queries: int, tmp: Path, max_build_s: float) -> dict[str, float]:
-    from retrieval.vector_index import HnswVectorIndex
+    from groundproxy.retrieval.vector_index import HnswVectorIndex
 
     rng = np.random.default_rng(n)
     before = rss_mb()
@@ -105,8 +105,8 @@ def contexts(limit_chars: int) -> list[tuple[str, str]]:
 
 def bench_ingest(chunks: int, tmp: Path, names: list[str]) -> list[dict[str, float | str]]:
     """The real ingest path with each embedder, on the same documents, side by side."""
-    from retrieval.embedder import load_embedder
-    from retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.embedder import load_embedder
+    from groundproxy.retrieval.ingest import ingest_texts
 
     docs = contexts(chunks * 600)  # ~600 characters a chunk
     out: list[dict[str, float | str]] = []
@@ -127,8 +127,8 @@ def bench_ingest(chunks: int, tmp: Path, names: list[str]) -> list[dict[str, flo
 
 def _tenant_source(data: Path, chunks: int) -> None:
     """One real tenant index ``t0`` of about ``chunks`` chunks (hashing embedder: fast)."""
-    from retrieval.hashing_embedder import HashingEmbedder
-    from retrieval.tenant_index import IndexWriter
+    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+    from groundproxy.retrieval.tenant_index import IndexWriter
 
     with IndexWriter(data, "t0", HashingEmbedder()) as w:
         for d in range(chunks // 12):
@@ -143,8 +143,8 @@ def bench_lru(tmp: Path, tenants: int = 8, chunks: int = 10_000) -> dict[str, fl
     import gc
     import shutil
 
-    from retrieval.hashing_embedder import HashingEmbedder
-    from retrieval.manager import IndexManager
+    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+    from groundproxy.retrieval.manager import IndexManager
 
     data = tmp / "lru"
     t = time.perf_counter()

@@ -47,13 +47,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
-from guards.pipeline import run_guard
-from guards.sentences import sentence_spans
-from guards.types import GuardReport, Pair, Verifier
-from models.registry import VerifierRegistry
-from policies.schema import Policy, local_policy
-from proxy.evaluate import Row, read_rows
+from groundproxy.guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
+from groundproxy.guards.pipeline import run_guard
+from groundproxy.guards.sentences import sentence_spans
+from groundproxy.guards.types import GuardReport, Pair, Verifier
+from groundproxy.models.registry import VerifierRegistry
+from groundproxy.policies.schema import Policy, local_policy
+from groundproxy.proxy.evaluate import Row, read_rows
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
 FILES = ("halueval-qa", "halueval-dialogue", "halueval-summarization")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-embedder", action="store_true", help="rank evidence by TF-IDF only")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     embedder = None if args.no_embedder else load_embedder()
     verifier = VerifierRegistry().get(args.verifier)

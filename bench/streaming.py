@@ -27,8 +27,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.keys import hash_key
-from proxy.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
 SAMPLES = Path(__file__).resolve().parents[1] / "proxy" / "samples"
 QUESTION = "How long is the warranty?"
@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--token-delay", type=float, default=0.01)
     args = ap.parse_args(argv)
-    from retrieval.embedder import load_embedder
-    from retrieval.ingest import ingest_paths
+    from groundproxy.retrieval.embedder import load_embedder
+    from groundproxy.retrieval.ingest import ingest_paths
 
     work = Path(tempfile.mkdtemp(prefix="gp-bench-stream-"))
     (work / "policies").mkdir()

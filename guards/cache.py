@@ -24,8 +24,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from guards.decide import contradiction_bar
-from guards.types import Pair, Probs, Verifier
+from groundproxy.guards.decide import contradiction_bar
+from groundproxy.guards.types import Pair, Probs, Verifier
 
 DEFAULT_MAX_ENTRIES = 50_000
 

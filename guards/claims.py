@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 
-from guards.lexicon import PRONOUN_SUBJECTS, is_verbish
-from guards.markdown import prose_blocks
-from guards.sentences import sentence_spans, trim_span
-from guards.types import Claim
+from groundproxy.guards.lexicon import PRONOUN_SUBJECTS, is_verbish
+from groundproxy.guards.markdown import prose_blocks
+from groundproxy.guards.sentences import sentence_spans, trim_span
+from groundproxy.guards.types import Claim
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d[\d,.]*")
 _ALNUM = re.compile(r"\w")

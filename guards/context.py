@@ -22,9 +22,9 @@ from collections.abc import Collection, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from guards.sentences import fast_sentence_spans, trim_span
-from guards.tfidf import cosine_matrix
-from guards.types import Claim, Evidence
+from groundproxy.guards.sentences import fast_sentence_spans, trim_span
+from groundproxy.guards.tfidf import cosine_matrix
+from groundproxy.guards.types import Claim, Evidence
 
 EXCLUDED_ROLES: frozenset[str] = frozenset({"assistant"})
 MAX_SENTENCES = 3

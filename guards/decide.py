@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from guards.rules import RuleResult
-from guards.types import (
+from groundproxy.guards.rules import RuleResult
+from groundproxy.guards.types import (
     ActionName,
     AnswerAction,
     Claim,
@@ -47,7 +47,7 @@ from guards.types import (
     Probs,
     Verdict,
 )
-from policies.schema import Policy
+from groundproxy.policies.schema import Policy
 
 DEFAULT_THRESHOLD = 0.6  # used when the policy says "calibrated" and no value is supplied
 MISMATCH_CAP = 0.1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from guards.lexicon import COMMON_CAPITALIZED, MONTHS, WEEKDAYS
+from groundproxy.guards.lexicon import COMMON_CAPITALIZED, MONTHS, WEEKDAYS
 
 _TOKEN = re.compile(r"[A-Za-z][\w'’.&-]*[\w]|[A-Za-z]|&|[.!?:;]|[,()\"“”\[\]|*/]")
 _CONNECTORS = frozenset({"of", "the", "de", "da", "del", "la", "le", "van", "von", "&", "for"})

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from guards.tfidf import pair_cosines, tfidf_rows
-from guards.types import Pair, Probs
+from groundproxy.guards.tfidf import pair_cosines, tfidf_rows
+from groundproxy.guards.types import Pair, Probs
 
 # Fitted on ../shared/data/train/*.jsonl only (never eval/), 61,740 rows, by
 #   .venv/bin/python bench/fit_lexical.py

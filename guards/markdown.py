@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from guards.sentences import trim_span
+from groundproxy.guards.sentences import trim_span
 
 BlockKind = Literal["paragraph", "item", "quote", "cell"]
 

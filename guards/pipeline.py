@@ -26,9 +26,9 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
-from guards.claims import decompose
-from guards.context import context_evidence, refine_hits, select_evidence
-from guards.decide import (
+from groundproxy.guards.claims import decompose
+from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
+from groundproxy.guards.decide import (
     answer_action,
     below_floor,
     contradiction_bar,
@@ -36,10 +36,10 @@ from guards.decide import (
     resolve_threshold,
     trust_score,
 )
-from guards.errors import GroundproxyError, GuardError
-from guards.rewrite import render
-from guards.rules import RuleResult, check_claim
-from guards.types import (
+from groundproxy.guards.errors import GroundproxyError, GuardError
+from groundproxy.guards.rewrite import render
+from groundproxy.guards.rules import RuleResult, check_claim
+from groundproxy.guards.types import (
     Claim,
     ClaimResult,
     Embedder,
@@ -50,7 +50,7 @@ from guards.types import (
     Probs,
     Verifier,
 )
-from policies.schema import Policy
+from groundproxy.policies.schema import Policy
 
 TFIDF_MIN_SCORE = 1e-9
 SHORT_CLAIM_WORDS = 4

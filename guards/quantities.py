@@ -37,7 +37,7 @@ from typing import Literal
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from guards.lexicon import CURRENCY_WORDS, MONTHS, NUMBER_WORDS, SCALES
+from groundproxy.guards.lexicon import CURRENCY_WORDS, MONTHS, NUMBER_WORDS, SCALES
 
 QuantityKind = Literal["number", "percent", "money", "year", "date"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from guards.types import VERDICTS, ClaimResult, Evidence, GuardReport
+from groundproxy.guards.types import VERDICTS, ClaimResult, Evidence, GuardReport
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 

@@ -25,9 +25,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from guards.decide import ref, verdict_action
-from guards.types import AnswerAction, ClaimResult, Evidence
-from policies.schema import Policy
+from groundproxy.guards.decide import ref, verdict_action
+from groundproxy.guards.types import AnswerAction, ClaimResult, Evidence
+from groundproxy.policies.schema import Policy
 
 QUOTE_CHARS = 100
 _CLOSERS = ".!?…\"'”’)*_"

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from guards.entities import mentions, named_entities
-from guards.quantities import Quantity, extract_quantities
-from policies.schema import RulesPolicy
+from groundproxy.guards.entities import mentions, named_entities
+from groundproxy.guards.quantities import Quantity, extract_quantities
+from groundproxy.policies.schema import RulesPolicy
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
 ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold

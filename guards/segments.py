@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from guards.markdown import FENCE_RE, ITEM_RE, QUOTE_RE
-from guards.sentences import fast_sentence_spans
+from groundproxy.guards.markdown import FENCE_RE, ITEM_RE, QUOTE_RE
+from groundproxy.guards.sentences import fast_sentence_spans
 
 _TERMINAL = re.compile(r"[.!?…:;][\"'”’)\]*_]*\s*$")
 _BLOCK_START = re.compile(r"^\s*$|^ {0,3}(?:#{1,6}\s|[-*+]\s|\d{1,9}[.)]\s|>|\||`{3}|~{3})")

@@ -33,9 +33,9 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from guards.decide import contradiction_bar
-from guards.errors import GuardError
-from guards.types import Embedder, Pair, Probs, Verifier
+from groundproxy.guards.decide import contradiction_bar
+from groundproxy.guards.errors import GuardError
+from groundproxy.guards.types import Embedder, Pair, Probs, Verifier
 
 T = TypeVar("T")
 R = TypeVar("R")

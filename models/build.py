@@ -32,10 +32,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from guards.errors import BadRequestError, GroundproxyError, ModelLoadError
-from guards.types import VERDICTS, Pair, Verdict
-from models.built_verifier import BUILD_FILE, BuiltVerifier
-from models.train.prepare import sha256_file
+from groundproxy.guards.errors import BadRequestError, GroundproxyError, ModelLoadError
+from groundproxy.guards.types import VERDICTS, Pair, Verdict
+from groundproxy.models.built_verifier import BUILD_FILE, BuiltVerifier
+from groundproxy.retrieval.fsutil import sha256_file
 
 Kind = Literal["nli", "causal-lm"]
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -321,7 +321,7 @@ def build_model(
 ) -> dict[str, Any]:
     """Export, quantize, check and register ``source_spec`` as ``<models_dir>/<name>``;
     returns the written ``build.json`` content."""
-    from models.registry import BUILTIN_NAMES
+    from groundproxy.models.registry import BUILTIN_NAMES
 
     if not NAME_RE.match(name) or name in BUILTIN_NAMES or "@" in name:
         raise BadRequestError(

@@ -9,7 +9,7 @@
                P = their softmax.
 
 Long evidence is cut to the sentences that best match the claim and fit ``max_length``
-(models.train.ce_window, the cross-encoder's window). The ONNX files' sha256 are checked
+(models.ce_window, the cross-encoder's window). The ONNX files' sha256 are checked
 at load; one onnxruntime session per verifier (the registry loads each name once).
 """
 
@@ -26,10 +26,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from guards.errors import ModelLoadError
-from guards.types import VERDICTS, Pair, Probs
-from models.features import clip_claim
-from models.train.ce_window import select_evidence
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import VERDICTS, Pair, Probs
+from groundproxy.models.features import clip_claim
+from groundproxy.models.ce_window import select_evidence
 
 BUILD_FILE = "build.json"
 Variant = Literal["int8", "fp32"]

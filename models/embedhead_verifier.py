@@ -22,9 +22,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from guards.errors import ModelLoadError
-from guards.types import Embedder, Pair, Probs
-from models.features import N_FEATURES, featurize
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import Embedder, Pair, Probs
+from groundproxy.models.features import N_FEATURES, featurize
 
 MODEL_DIR = Path(__file__).resolve().parent / "embedhead"
 Variant = Literal["int8", "fp32"]
@@ -93,7 +93,7 @@ class EmbedHeadVerifier:
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelLoadError(f"embedhead: cannot load the ONNX model: {exc}") from exc
         if embedder is None:
-            from retrieval.embedder import load_embedder
+            from groundproxy.retrieval.embedder import load_embedder
 
             embedder = load_embedder("minilm")
         self._embedder = embedder

@@ -21,24 +21,24 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from guards.errors import ModelLoadError
-from guards.types import Verifier
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import Verifier
 
 
 def _lexical() -> Verifier:
-    from guards.lexical import LexicalVerifier
+    from groundproxy.guards.lexical import LexicalVerifier
 
     return LexicalVerifier()
 
 
 def _embedhead() -> Verifier:
-    from models.embedhead_verifier import EmbedHeadVerifier
+    from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
     return EmbedHeadVerifier("int8")
 
 
 def _embedhead_fp32() -> Verifier:
-    from models.embedhead_verifier import EmbedHeadVerifier
+    from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
     return EmbedHeadVerifier("fp32")
 
@@ -85,7 +85,7 @@ def _built_factory(models_dir: Path, name: str) -> Callable[[], Verifier] | None
         return None
 
     def load() -> Verifier:
-        from models.built_verifier import BuiltVerifier
+        from groundproxy.models.built_verifier import BuiltVerifier
 
         return BuiltVerifier(models_dir / base, "fp32" if fp32 else "int8")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from policies.schema import KEY_HASH_RE
+from groundproxy.policies.schema import KEY_HASH_RE
 
 HASH_PREFIX = "sha256:"
 

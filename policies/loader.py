@@ -32,10 +32,10 @@ from typing import Any
 
 import structlog
 
-from guards.errors import PolicyError
-from policies.keys import hash_key
-from policies.parsing import POLICY_SUFFIXES, LoadedPolicy, load_policy_file
-from policies.snapshot import (
+from groundproxy.guards.errors import PolicyError
+from groundproxy.policies.keys import hash_key
+from groundproxy.policies.parsing import POLICY_SUFFIXES, LoadedPolicy, load_policy_file
+from groundproxy.policies.snapshot import (
     RACY_NS,
     Candidate,
     FileState,

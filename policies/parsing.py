@@ -26,9 +26,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from guards.errors import PolicyError
-from policies.keys import hash_key, is_key_hash, split_env_keys
-from policies.schema import Policy
+from groundproxy.guards.errors import PolicyError
+from groundproxy.policies.keys import hash_key, is_key_hash, split_env_keys
+from groundproxy.policies.schema import Policy
 
 log = structlog.get_logger(__name__)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import structlog
 
-from guards.errors import PolicyError
-from policies.parsing import LoadedPolicy, parse_policy_bytes
+from groundproxy.guards.errors import PolicyError
+from groundproxy.policies.parsing import LoadedPolicy, parse_policy_bytes
 
 log = structlog.get_logger(__name__)
 

@@ -1,3 +1,3 @@
-from proxy.cli import main
+from groundproxy.proxy.cli import main
 
 main()

@@ -10,24 +10,24 @@ import anyio
 import structlog
 from fastapi import FastAPI
 
-from guards.errors import GroundproxyError
-from policies.loader import PolicyStore
-from proxy.errors import install_error_handlers
-from proxy.guarding import GuardService
-from proxy.metrics import MetricsMiddleware
-from proxy.middleware import RequestIdMiddleware
-from proxy.routes import admin, chat, meta, provenance
-from proxy.routes import metrics as metrics_route
-from proxy.settings import Settings
-from proxy.state import AppState
-from proxy.traces import TraceStores
-from proxy.upstream import UpstreamClient
+from groundproxy.guards.errors import GroundproxyError
+from groundproxy.policies.loader import PolicyStore
+from groundproxy.proxy.errors import install_error_handlers
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.metrics import MetricsMiddleware
+from groundproxy.proxy.middleware import RequestIdMiddleware
+from groundproxy.proxy.routes import admin, chat, meta, provenance
+from groundproxy.proxy.routes import metrics as metrics_route
+from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.state import AppState
+from groundproxy.proxy.traces import TraceStores
+from groundproxy.proxy.upstream import UpstreamClient
 
 log = structlog.get_logger(__name__)
 
 
 def _load_resources(state: AppState) -> None:
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     settings = state.settings
     state.upstream = UpstreamClient()

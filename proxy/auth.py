@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from guards.errors import AuthenticationError, PermissionDeniedError
-from policies.loader import LoadedPolicy, PolicyStore
+from groundproxy.guards.errors import AuthenticationError, PermissionDeniedError
+from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 
 
 def bearer_key(request: Request) -> str:

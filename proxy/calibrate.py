@@ -47,14 +47,14 @@ from typing import Any
 
 import structlog
 
-from guards.conformal import beta_binomial_interval, conformal_threshold, coverage
-from guards.errors import BadRequestError
-from guards.pipeline import guard_context_row
-from guards.types import Embedder, EvidenceSource, Verifier
-from policies.loader import PolicyStore
-from policies.schema import Policy
-from proxy.calibration import write_calibration
-from proxy.evaluate import Row, eval_policy, read_rows
+from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.guards.pipeline import guard_context_row
+from groundproxy.guards.types import Embedder, EvidenceSource, Verifier
+from groundproxy.policies.loader import PolicyStore
+from groundproxy.policies.schema import Policy
+from groundproxy.proxy.calibration import write_calibration
+from groundproxy.proxy.evaluate import Row, eval_policy, read_rows
 
 log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
@@ -189,9 +189,9 @@ def calibrate_retrieval(
 def _context_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> tuple[
     EvidenceSource, dict[str, str]
 ]:
-    from retrieval.ingest import ingest_texts
-    from retrieval.names import sanitize_doc_id
-    from retrieval.tenant_index import TenantIndex
+    from groundproxy.retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.names import sanitize_doc_id
+    from groundproxy.retrieval.tenant_index import TenantIndex
 
     doc_of_context: dict[str, str] = {}
     for i, row in enumerate(rows):
@@ -230,10 +230,10 @@ def calibrate(
     limit: int | None = None, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the calibration and write the tenant's calibration file; returns its content."""
-    from models.registry import VerifierRegistry
-    from retrieval.embedder import load_embedder
-    from retrieval.names import validate_tenant
-    from retrieval.tenant_index import TenantIndex
+    from groundproxy.models.registry import VerifierRegistry
+    from groundproxy.retrieval.embedder import load_embedder
+    from groundproxy.retrieval.names import validate_tenant
+    from groundproxy.retrieval.tenant_index import TenantIndex
 
     validate_tenant(tenant)
     if not 0.0 < alpha < 1.0:

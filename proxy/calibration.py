@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from guards.errors import PolicyError
-from policies.schema import Policy
-from retrieval.names import validate_tenant
+from groundproxy.guards.errors import PolicyError
+from groundproxy.policies.schema import Policy
+from groundproxy.retrieval.names import validate_tenant
 
 CALIBRATION_FILE = "calibration.json"
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import structlog
 
-from guards.report import report_body, report_headers
-from guards.types import GuardReport
-from policies.loader import LoadedPolicy
-from proxy.guarding import GuardService
-from proxy.metrics import METRICS
-from proxy.protocol import ChatCompletionRequest
-from proxy.traces import TraceRequest, record_step
-from proxy.upstream import UpstreamClient, resolve_model
+from groundproxy.guards.report import report_body, report_headers
+from groundproxy.guards.types import GuardReport
+from groundproxy.policies.loader import LoadedPolicy
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.traces import TraceRequest, record_step
+from groundproxy.proxy.upstream import UpstreamClient, resolve_model
 
 log = structlog.get_logger(__name__)
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from guards.errors import GroundproxyError
+from groundproxy.guards.errors import GroundproxyError
 
 
 def _env_path(var: str, default: str) -> Path:
@@ -114,40 +114,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
-        from proxy.serve import serve
+        from groundproxy.proxy.serve import serve
 
         return serve(args.host, args.port, args.policies, args.data, args.log_level)
     if args.command == "ingest":
-        from proxy.commands import ingest
+        from groundproxy.proxy.commands import ingest
 
         return ingest(args.data, args.tenant, args.paths, progress=not args.no_progress)
     if args.command == "delete":
-        from proxy.commands import delete
+        from groundproxy.proxy.commands import delete
 
         return delete(args.data, args.tenant, args.doc_ids)
     if args.command == "check":
-        from proxy.commands import check
+        from groundproxy.proxy.commands import check
 
         return check(
             args.data, args.policies, args.tenant, args.answer, args.question, args.context_file
         )
     if args.command == "eval":
-        from proxy.evaluate import run_eval_command
+        from groundproxy.proxy.evaluate import run_eval_command
 
         return run_eval_command(args.file, args.verifier, args.mode, args.limit, args.json)
     if args.command == "demo":
-        from proxy.demo import run_demo
+        from groundproxy.proxy.demo import run_demo
 
         return run_demo(args.port)
     if args.command == "calibrate":
-        from proxy.calibrate import run_calibrate_command
+        from groundproxy.proxy.calibrate import run_calibrate_command
 
         return run_calibrate_command(
             args.file, args.tenant, args.alpha, args.data, args.policies, args.verifier,
             args.seed, args.cal_fraction, args.limit, args.json,
         )
     if args.command == "models":
-        from proxy.commands import models_build, models_list
+        from groundproxy.proxy.commands import models_build, models_list
 
         if args.models_command == "build":
             return models_build(
@@ -156,7 +156,7 @@ def _run(args: argparse.Namespace) -> int:
             )
         return models_list(args.models_dir, args.data)
     if args.command == "hash-key":
-        from policies.keys import hash_key
+        from groundproxy.policies.keys import hash_key
 
         print(hash_key(args.key))
         return 0
@@ -166,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.command != "serve":
-        from proxy.logs import configure_logging
+        from groundproxy.proxy.logs import configure_logging
 
         configure_logging("warning")  # to stderr: stdout carries the command's output
     try:

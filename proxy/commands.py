@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from guards.errors import BadRequestError, NotFoundError
-from retrieval.embedder import load_embedder
-from retrieval.ingest import delete_documents, ingest_paths
+from groundproxy.guards.errors import BadRequestError, NotFoundError
+from groundproxy.retrieval.embedder import load_embedder
+from groundproxy.retrieval.ingest import delete_documents, ingest_paths
 
 
 def _embedder_name() -> str:
@@ -41,12 +41,12 @@ def check(
     context_file: Path | None,
 ) -> int:
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
-    from guards.pipeline import run_guard
-    from guards.report import report_body
-    from models.registry import VerifierRegistry, models_dir_for
-    from policies.loader import PolicyStore
-    from proxy.calibration import CalibrationCache
-    from retrieval.tenant_index import TenantIndex
+    from groundproxy.guards.pipeline import run_guard
+    from groundproxy.guards.report import report_body
+    from groundproxy.models.registry import VerifierRegistry, models_dir_for
+    from groundproxy.policies.loader import PolicyStore
+    from groundproxy.proxy.calibration import CalibrationCache
+    from groundproxy.retrieval.tenant_index import TenantIndex
 
     store = PolicyStore(policies)
     for err in store.load():
@@ -89,8 +89,8 @@ def models_build(
     pair_order: Literal["auto", "evidence-claim", "claim-evidence"],
     force: bool,
 ) -> int:
-    from models.build import build_model, format_report
-    from models.registry import models_dir_for
+    from groundproxy.models.build import build_model, format_report
+    from groundproxy.models.registry import models_dir_for
 
     folder = models_dir if models_dir is not None else models_dir_for(data)
     meta = build_model(source, name, folder, kind, max_length, pair_order, force)
@@ -99,8 +99,8 @@ def models_build(
 
 
 def models_list(models_dir: Path | None, data: Path) -> int:
-    from models.built_verifier import load_build
-    from models.registry import BUILTIN_NAMES, built_models, models_dir_for
+    from groundproxy.models.built_verifier import load_build
+    from groundproxy.models.registry import BUILTIN_NAMES, built_models, models_dir_for
 
     folder = models_dir if models_dir is not None else models_dir_for(data)
     for name in sorted(BUILTIN_NAMES):

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from proxy.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
 DEMO_POLICY = Path(__file__).resolve().parent.parent / "policies" / "demo.yaml"
@@ -99,8 +99,8 @@ def _ask(base_url: str, question: str, stream: bool) -> None:
 
 
 def run_demo(port: int = 0) -> int:
-    from retrieval.embedder import load_embedder
-    from retrieval.ingest import ingest_paths
+    from groundproxy.retrieval.embedder import load_embedder
+    from groundproxy.retrieval.ingest import ingest_paths
 
     work = Path(tempfile.mkdtemp(prefix="groundproxy-demo-"))
     policies, data = work / "policies", work / "data"

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from guards.errors import GroundproxyError
+from groundproxy.guards.errors import GroundproxyError
 
 log = structlog.get_logger(__name__)
 

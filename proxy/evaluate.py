@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guards.errors import BadRequestError
-from guards.pipeline import run_guard
-from guards.types import Embedder, EvidenceSource, Verifier
-from models.registry import VerifierRegistry
-from policies.schema import Policy, local_policy
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.guards.pipeline import run_guard
+from groundproxy.guards.types import Embedder, EvidenceSource, Verifier
+from groundproxy.models.registry import VerifierRegistry
+from groundproxy.policies.schema import Policy, local_policy
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,8 @@ def score_rows(
 
 
 def _build_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> EvidenceSource:
-    from retrieval.ingest import ingest_texts
-    from retrieval.tenant_index import TenantIndex
+    from groundproxy.retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.tenant_index import TenantIndex
 
     seen: dict[str, str] = {}
     for row in rows:
@@ -142,7 +142,7 @@ def evaluate(
     limit: int | None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     rows = read_rows(path, limit)
     embedder = load_embedder()

@@ -16,16 +16,16 @@ from pathlib import Path
 import anyio
 import structlog
 
-from guards.cache import CachingVerifier, VerdictCache
-from guards.errors import GroundproxyError, GuardTimeoutError
-from guards.pipeline import run_guard, unverified_report
-from guards.types import Embedder, EvidenceSource, GuardReport, Verifier
-from models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
-from models.registry import VerifierRegistry, models_dir_for
-from policies.schema import Policy, local_policy
-from proxy.calibration import CalibrationCache
-from proxy.metrics import METRICS
-from retrieval.tenant_index import IndexManager
+from groundproxy.guards.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError
+from groundproxy.guards.pipeline import run_guard, unverified_report
+from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
+from groundproxy.models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
+from groundproxy.models.registry import VerifierRegistry, models_dir_for
+from groundproxy.policies.schema import Policy, local_policy
+from groundproxy.proxy.calibration import CalibrationCache
+from groundproxy.proxy.metrics import METRICS
+from groundproxy.retrieval.tenant_index import IndexManager
 
 log = structlog.get_logger(__name__)
 

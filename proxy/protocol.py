@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from guards.errors import BadRequestError, BodyTooLargeError
+from groundproxy.guards.errors import BadRequestError, BodyTooLargeError
 
 
 class ChatMessage(BaseModel):

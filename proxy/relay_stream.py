@@ -24,15 +24,15 @@ from typing import Any
 
 import structlog
 
-from guards.errors import GroundproxyError
-from guards.pipeline import unverified_report
-from guards.report import report_body
-from guards.types import GuardReport
-from policies.loader import LoadedPolicy
-from proxy.errors import exception_body
-from proxy.protocol import ChatCompletionRequest
-from proxy.sse import ChunkWriter, sse
-from proxy.upstream import UpstreamStream
+from groundproxy.guards.errors import GroundproxyError
+from groundproxy.guards.pipeline import unverified_report
+from groundproxy.guards.report import report_body
+from groundproxy.guards.types import GuardReport
+from groundproxy.policies.loader import LoadedPolicy
+from groundproxy.proxy.errors import exception_body
+from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.sse import ChunkWriter, sse
+from groundproxy.proxy.upstream import UpstreamStream
 
 log = structlog.get_logger(__name__)
 

@@ -37,18 +37,18 @@ from typing import Any
 
 import structlog
 
-from guards.decide import answer_action, below_floor
-from guards.errors import GroundproxyError
-from guards.report import report_body
-from guards.rewrite import Cited, footnote_block, render, rendered_trust
-from guards.segments import Segment, SentenceSegmenter
-from guards.types import AnswerAction, Claim, ClaimResult, GuardReport
-from policies.loader import LoadedPolicy
-from proxy.errors import exception_body
-from proxy.guarding import GuardService
-from proxy.protocol import ChatCompletionRequest
-from proxy.sse import ChunkWriter, sse
-from proxy.upstream import StreamDelta, UpstreamClient, UpstreamStream, resolve_model
+from groundproxy.guards.decide import answer_action, below_floor
+from groundproxy.guards.errors import GroundproxyError
+from groundproxy.guards.report import report_body
+from groundproxy.guards.rewrite import Cited, footnote_block, render, rendered_trust
+from groundproxy.guards.segments import Segment, SentenceSegmenter
+from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
+from groundproxy.policies.loader import LoadedPolicy
+from groundproxy.proxy.errors import exception_body
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.sse import ChunkWriter, sse
+from groundproxy.proxy.upstream import StreamDelta, UpstreamClient, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proxy.logs import configure_logging
-from proxy.settings import Settings
+from groundproxy.proxy.logs import configure_logging
+from groundproxy.proxy.settings import Settings
 
 
 def serve(host: str, port: int, policies: Path, data: Path, log_level: str = "info") -> int:
     import uvicorn
 
-    from proxy.app import create_app
+    from groundproxy.proxy.app import create_app
 
     configure_logging(log_level)
     settings = Settings(host=host, port=port, policies=policies, data=data, log_level=log_level)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.upstream import StreamDelta
+    from groundproxy.proxy.upstream import StreamDelta
 
 _PIECE = re.compile(r"\S+\s*|\s+")
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
-from guards.errors import ServiceUnavailableError
-from policies.loader import PolicyStore
-from proxy.guarding import GuardService
-from proxy.settings import Settings
-from proxy.traces import TraceStores
-from proxy.upstream import UpstreamClient
+from groundproxy.guards.errors import ServiceUnavailableError
+from groundproxy.policies.loader import PolicyStore
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.traces import TraceStores
+from groundproxy.proxy.upstream import UpstreamClient
 
 
 @dataclass

@@ -32,11 +32,11 @@ from typing import Any
 
 import structlog
 
-from guards.errors import BadRequestError
-from guards.trace_walk import TraceClaim, TraceNode
-from guards.types import GuardReport
-from policies.schema import TracesPolicy
-from retrieval.names import validate_tenant
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.guards.trace_walk import TraceClaim, TraceNode
+from groundproxy.guards.types import GuardReport
+from groundproxy.policies.schema import TracesPolicy
+from groundproxy.retrieval.names import validate_tenant
 
 log = structlog.get_logger(__name__)
 

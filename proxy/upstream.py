@@ -14,14 +14,14 @@ from typing import Any
 
 import structlog
 
-from guards.errors import (
+from groundproxy.guards.errors import (
     BadRequestError,
     RateLimitError,
     UnknownModelError,
     UpstreamError,
     UpstreamTimeoutError,
 )
-from policies.schema import UpstreamPolicy
+from groundproxy.policies.schema import UpstreamPolicy
 
 log = structlog.get_logger(__name__)
 

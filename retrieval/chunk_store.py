@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from guards.errors import IndexStoreError
+from groundproxy.guards.errors import IndexStoreError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents(

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from guards.errors import ModelLoadError
-from guards.types import Embedder
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import Embedder
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 MINILM_DIM = 384
@@ -107,19 +107,19 @@ def _minilm_torch() -> Embedder:
 
 
 def _minilm_onnx() -> Embedder:
-    from retrieval.onnx_embedder import OnnxEmbedder
+    from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 
     return OnnxEmbedder("fp32")
 
 
 def _minilm_int8() -> Embedder:
-    from retrieval.onnx_embedder import OnnxEmbedder
+    from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 
     return OnnxEmbedder("int8")
 
 
 def _hashing() -> Embedder:
-    from retrieval.hashing_embedder import HashingEmbedder
+    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 
     return HashingEmbedder()
 

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from guards.errors import IndexStoreError
-from retrieval.fsutil import sha256_file, write_durable
+from groundproxy.guards.errors import IndexStoreError
+from groundproxy.retrieval.fsutil import sha256_file, write_durable
 
 CURRENT = "CURRENT"
 CURRENT_TMP = "CURRENT.tmp"

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from guards.errors import BadRequestError, IndexStoreError
-from guards.types import Embedder, Evidence
-from retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo, DocumentRecord
-from retrieval.generations import (
+from groundproxy.guards.errors import BadRequestError, IndexStoreError
+from groundproxy.guards.types import Embedder, Evidence
+from groundproxy.retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo, DocumentRecord
+from groundproxy.retrieval.generations import (
     CHUNKS_FILE,
     INDEX_FILE,
     META_FILE,
@@ -20,8 +20,8 @@ from retrieval.generations import (
     read_meta,
     verify_generation,
 )
-from retrieval.names import validate_doc_id, validate_tenant
-from retrieval.vector_index import HnswVectorIndex, VectorIndex
+from groundproxy.retrieval.names import validate_doc_id, validate_tenant
+from groundproxy.retrieval.vector_index import HnswVectorIndex, VectorIndex
 
 _OPEN_ATTEMPTS = 3
 

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from guards.types import Embedder
-from retrieval.names import validate_doc_id
-from retrieval.readers import SourceDocument, read_documents
-from retrieval.writer import IndexWriter
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.names import validate_doc_id
+from groundproxy.retrieval.readers import SourceDocument, read_documents
+from groundproxy.retrieval.writer import IndexWriter
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from guards.errors import GroundproxyError
-from guards.types import Embedder
-from retrieval.generations import current_signature
-from retrieval.index_snapshot import TenantIndex
-from retrieval.names import validate_tenant
+from groundproxy.guards.errors import GroundproxyError
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.generations import current_signature
+from groundproxy.retrieval.index_snapshot import TenantIndex
+from groundproxy.retrieval.names import validate_tenant
 
 log = logging.getLogger(__name__)
 

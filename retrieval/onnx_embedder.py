@@ -37,9 +37,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from guards.errors import ModelLoadError
-from retrieval.embedder import MINILM_DIM, MINILM_NAME, model_path
-from retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.retrieval.embedder import MINILM_DIM, MINILM_NAME, model_path
+from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
 
 Variant = Literal["fp32", "int8"]
 VARIANT_NAMES: dict[str, str] = {"fp32": MINILM_NAME, "int8": f"{MINILM_NAME}-int8"}

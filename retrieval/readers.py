@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from guards.errors import BadRequestError
-from retrieval.html_text import html_to_text
-from retrieval.names import sanitize_doc_id
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.retrieval.html_text import html_to_text
+from groundproxy.retrieval.names import sanitize_doc_id
 
 log = logging.getLogger(__name__)
 

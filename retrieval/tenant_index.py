@@ -10,11 +10,11 @@ On-disk layout and the crash-safety protocol: ``retrieval.generations``.
 
 from __future__ import annotations
 
-from retrieval.chunk_store import ChunkRecord, DocumentInfo, DocumentRecord
-from retrieval.index_snapshot import TenantIndex
-from retrieval.manager import IndexManager
-from retrieval.names import validate_doc_id, validate_tenant
-from retrieval.writer import IndexWriter, UpsertStatus
+from groundproxy.retrieval.chunk_store import ChunkRecord, DocumentInfo, DocumentRecord
+from groundproxy.retrieval.index_snapshot import TenantIndex
+from groundproxy.retrieval.manager import IndexManager
+from groundproxy.retrieval.names import validate_doc_id, validate_tenant
+from groundproxy.retrieval.writer import IndexWriter, UpsertStatus
 
 __all__ = [
     "ChunkRecord",

@@ -17,12 +17,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from guards.errors import GroundproxyError, IndexStoreError
-from guards.types import Embedder
-from retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo
-from retrieval.chunker import chunk_text
-from retrieval.fsutil import fsync_dir, fsync_file, sha256_file, sha256_text, write_durable
-from retrieval.generations import (
+from groundproxy.guards.errors import GroundproxyError, IndexStoreError
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo
+from groundproxy.retrieval.chunker import chunk_text
+from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, sha256_text, write_durable
+from groundproxy.retrieval.generations import (
     CHUNKS_FILE,
     CURRENT,
     CURRENT_TMP,
@@ -40,8 +40,8 @@ from retrieval.generations import (
     verify_generation,
     write_meta,
 )
-from retrieval.names import validate_doc_id, validate_tenant
-from retrieval.vector_index import HnswVectorIndex
+from groundproxy.retrieval.names import validate_doc_id, validate_tenant
+from groundproxy.retrieval.vector_index import HnswVectorIndex
 
 UpsertStatus = Literal["added", "replaced", "unchanged"]
 CHUNK_HASH_CHARS = 16

@@ -16,8 +16,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from policies.keys import hash_key
-from proxy.processes import free_port, start_fake_upstream, stop_process
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 
 SAMPLES = Path(__file__).resolve().parent.parent / "proxy" / "samples"
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -131,7 +131,7 @@ def policies_dir(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     return load_embedder()
 
@@ -139,7 +139,7 @@ def embedder() -> Any:
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
     """A real on-disk index: acme holds the sample docs, globex a near-identical twin."""
-    from retrieval.ingest import ingest_paths, ingest_texts
+    from groundproxy.retrieval.ingest import ingest_paths, ingest_texts
 
     d = tmp_path_factory.mktemp("data")
     ingest_paths(

@@ -4,7 +4,7 @@
         [--ckpt /work/ce-ckpt] [--limit 300] [--onnx] [--only q2 ...]
 
 Each row's whole response is the claim, its own context the evidence (windowed by
-models.train.ce_window, as in training); P(supported) = P(entailment). Threshold: the one
+models.ce_window, as in training); P(supported) = P(entailment). Threshold: the one
 stored in ``ce_manifest.json``, chosen on the held-out TRAIN validation split (never on
 eval). Rows are read and scored with bench.accuracy's ``read_rows`` (same seeded
 ``--limit`` sample) and ``metrics``. ms/example counts windowing + tokenization + model.
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from models.train.ce_window import MAX_LENGTH, encode
+from groundproxy.models.ce_window import MAX_LENGTH, encode
 
 Scorer = Callable[[dict[str, Any]], np.ndarray]  # (encoded inputs) -> (n, 3) probabilities
 LATENCY_REPEATS = 20

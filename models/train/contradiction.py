@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from models.embedhead_verifier import MODEL_DIR, load_meta
-from models.train.fit import run_onnx
+from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
+from groundproxy.models.train.fit import run_onnx
 
 Arr = npt.NDArray[Any]
 GRID = np.round(np.arange(0.50, 0.995, 0.01), 2)

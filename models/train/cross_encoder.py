@@ -11,7 +11,7 @@ weights of models/train/fit.py (each source ∝ √rows, half per binary class),
 sorted by length (dynamic padding). Targets: label3; rows with only label_hallucinated=1
 are "not supported" and their loss is −log(P(contradiction) + P(neutral)).
 
-Pairs are (claim first, evidence window) of ≤ 128 tokens (models.train.ce_window). The
+Pairs are (claim first, evidence window) of ≤ 128 tokens (models.ce_window). The
 model is a standard BertForSequenceClassification with id2label {0: entailment,
 1: contradiction, 2: neutral} (entailment = supported, contradiction = contradicted,
 neutral = unverifiable); it is saved with ``save_pretrained`` (model + tokenizer) with
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from models.train.ce_window import MAX_LENGTH, encode
-from models.train.fit import best_threshold, per_source_metrics
-from models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
+from groundproxy.models.ce_window import MAX_LENGTH, encode
+from groundproxy.models.train.fit import best_threshold, per_source_metrics
+from groundproxy.models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
 
 ID2LABEL = {0: "entailment", 1: "contradiction", 2: "neutral"}
 DEFAULT_OUT = Path("/work/ce-ckpt")
@@ -109,7 +109,7 @@ def train(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from retrieval.embedder import model_path
+    from groundproxy.retrieval.embedder import model_path
 
     started = time.time()
     torch.set_num_threads(args.threads)
@@ -249,7 +249,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     if args.eval:
-        from models.train.ce_eval import run_eval
+        from groundproxy.models.train.ce_eval import run_eval
 
         run_eval(args)
     else:

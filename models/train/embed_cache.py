@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from guards.types import Embedder
-from models.features import EMB_DIM
+from groundproxy.guards.types import Embedder
+from groundproxy.models.features import EMB_DIM
 
 
 def _key(text: str) -> str:

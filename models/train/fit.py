@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from models.features import MAX_CANDIDATES, N_FEATURES, SCALAR_NAMES
+from groundproxy.models.features import MAX_CANDIDATES, N_FEATURES, SCALAR_NAMES
 
 SEED = 20240611
 OUT_DEFAULT = Path(__file__).resolve().parents[1] / "embedhead"

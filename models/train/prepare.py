@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from models.features import featurize, split_sentences
-from models.train.embed_cache import CachedEncoder
-from models.train.synth import make_synthetic
+from groundproxy.models.features import featurize, split_sentences
+from groundproxy.models.train.embed_cache import CachedEncoder
+from groundproxy.models.train.synth import make_synthetic
 
 TARGETS = {"supported": 0, "contradicted": 1, "unverifiable": 2, "not_supported": 3}
 SEED = 20240611
@@ -155,7 +155,7 @@ def main() -> None:
         args.data, args.cap, args.synth_per_source, args.val_frac, args.val_sentence_rows
     )
 
-    from retrieval.embedder import load_embedder
+    from groundproxy.retrieval.embedder import load_embedder
 
     encoder = CachedEncoder(load_embedder(), args.work / "cache")
     feats = featurize(pairs, encoder)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models.features import split_sentences
+from groundproxy.models.features import split_sentences
 
 _NUM = re.compile(r"\b\d+(?:[.,]\d+)*\b")
 _CAP = re.compile(r"(?<=\s)[A-Z][a-z]+(?:\s[A-Z][a-z]+)*")

@@ -15,12 +15,12 @@ import structlog
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from guards.errors import BadRequestError
-from proxy.auth import admin_tenant_for
-from proxy.protocol import parse_json_body
-from proxy.routes.chat import read_body
-from proxy.state import app_state
-from retrieval.ingest import delete_documents, ingest_texts
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.proxy.auth import admin_tenant_for
+from groundproxy.proxy.protocol import parse_json_body
+from groundproxy.proxy.routes.chat import read_body
+from groundproxy.proxy.state import app_state
+from groundproxy.retrieval.ingest import delete_documents, ingest_texts
 
 router = APIRouter()
 log = structlog.get_logger(__name__)

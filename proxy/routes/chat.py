@@ -8,31 +8,31 @@ import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from guards.types import GuardReport
-from policies.loader import LoadedPolicy
-from proxy.auth import tenant_for
-from proxy.chat import guarded_completion, new_step_id
-from proxy.disconnect import ClientDisconnected, cancel_on_disconnect
-from proxy.guarding import GuardService
-from proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
-from proxy.relay_stream import relay_events, relay_headers, wants_relay
-from proxy.sentence_stream import (
+from groundproxy.guards.types import GuardReport
+from groundproxy.policies.loader import LoadedPolicy
+from groundproxy.proxy.auth import tenant_for
+from groundproxy.proxy.chat import guarded_completion, new_step_id
+from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
+from groundproxy.proxy.relay_stream import relay_events, relay_headers, wants_relay
+from groundproxy.proxy.sentence_stream import (
     open_sentence_stream,
     sentence_events,
     up_front_headers,
     wants_sentence_mode,
 )
-from proxy.sse import completion_to_chunks
-from proxy.state import app_state, request_id
-from proxy.traces import TraceRequest, record_step, trace_for
-from proxy.upstream import UpstreamClient
+from groundproxy.proxy.sse import completion_to_chunks
+from groundproxy.proxy.state import app_state, request_id
+from groundproxy.proxy.traces import TraceRequest, record_step, trace_for
+from groundproxy.proxy.upstream import UpstreamClient
 
 router = APIRouter()
 
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """Read the body, refusing (413) as soon as it passes ``max_bytes``."""
-    from guards.errors import BodyTooLargeError
+    from groundproxy.guards.errors import BodyTooLargeError
 
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:

@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from proxy.auth import tenant_for
-from proxy.state import app_state
+from groundproxy.proxy.auth import tenant_for
+from groundproxy.proxy.state import app_state
 
 router = APIRouter()
 

@@ -14,10 +14,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from guards.errors import AuthenticationError, PermissionDeniedError
-from proxy.auth import bearer_key
-from proxy.metrics import METRICS, StatsSource
-from proxy.state import app_state
+from groundproxy.guards.errors import AuthenticationError, PermissionDeniedError
+from groundproxy.proxy.auth import bearer_key
+from groundproxy.proxy.metrics import METRICS, StatsSource
+from groundproxy.proxy.state import app_state
 
 router = APIRouter()
 

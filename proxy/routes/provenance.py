@@ -17,13 +17,13 @@ import structlog
 from fastapi import APIRouter, Request
 from starlette.requests import Request as StarletteRequest
 
-from guards.errors import AuthenticationError, BadRequestError, NotFoundError
-from guards.trace_walk import final_step, walk_back
-from policies.loader import LoadedPolicy, PolicyStore
-from proxy.auth import bearer_key
-from proxy.state import app_state
-from proxy.traces import TRACE_ID_RE
-from retrieval.chunk_store import DocumentRecord
+from groundproxy.guards.errors import AuthenticationError, BadRequestError, NotFoundError
+from groundproxy.guards.trace_walk import final_step, walk_back
+from groundproxy.policies.loader import LoadedPolicy, PolicyStore
+from groundproxy.proxy.auth import bearer_key
+from groundproxy.proxy.state import app_state
+from groundproxy.proxy.traces import TRACE_ID_RE
+from groundproxy.retrieval.chunk_store import DocumentRecord
 
 router = APIRouter()
 log = structlog.get_logger(__name__)

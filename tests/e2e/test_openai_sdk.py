@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from proxy.processes import free_port, start_proxy, stop_process
+from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS
 
 pytestmark = pytest.mark.slow

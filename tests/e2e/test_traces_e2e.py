@@ -14,8 +14,8 @@ import openai
 import pytest
 import yaml
 
-from policies.keys import hash_key
-from proxy.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 from tests.conftest import KEYS
 from tests.traces_pipeline import DOCS, SCRIPT, step_messages
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def proxy_url(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[str]:
-    from retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.ingest import ingest_texts
 
     root = tmp_path_factory.mktemp("trace-e2e")
     up_port, port = free_port(), free_port()

@@ -20,8 +20,8 @@ import httpx
 import pytest
 import yaml
 
-from policies.keys import hash_key
-from proxy.processes import free_port, start_proxy, stop_process
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import _policy
 from tests.faults.helpers import upstream_stats, wait_for
 

@@ -21,11 +21,11 @@ import pytest_asyncio
 import yaml
 from fastapi import FastAPI
 
-from guards.types import Pair, Probs
-from policies.keys import hash_key
-from proxy.app import create_app
-from proxy.settings import Settings
-from proxy.state import AppState
+from groundproxy.guards.types import Pair, Probs
+from groundproxy.policies.keys import hash_key
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.state import AppState
 from tests.conftest import _policy
 from tests.faults.helpers import (
     asgi_post_then_disconnect,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from guards.claims import decompose
-from guards.types import Claim
+from groundproxy.guards.claims import decompose
+from groundproxy.guards.types import Claim
 
 
 def texts(answer: str) -> list[str]:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from guards.conformal import (
+from groundproxy.guards.conformal import (
     beta_binomial_interval,
     beta_binomial_pmf,
     conformal_threshold,

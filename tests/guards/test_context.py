@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from guards.context import MAX_CHARS, context_evidence, select_evidence, sentence_windows
-from guards.sentences import fast_sentence_spans, sentence_spans
-from guards.types import Claim, Evidence
+from groundproxy.guards.context import MAX_CHARS, context_evidence, select_evidence, sentence_windows
+from groundproxy.guards.sentences import fast_sentence_spans, sentence_spans
+from groundproxy.guards.types import Claim, Evidence
 
 
 def test_sentence_spans_are_exact_and_trimmed() -> None:

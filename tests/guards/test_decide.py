@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from guards.decide import (
+from groundproxy.guards.decide import (
     CONTRADICTION_MIN,
     MISMATCH_CAP,
     MISMATCH_FLOOR,
@@ -16,9 +16,9 @@ from guards.decide import (
     resolve_threshold,
     trust_score,
 )
-from guards.rules import RuleResult
-from guards.types import Claim, ClaimResult, Evidence, Probs
-from policies.schema import Policy, local_policy
+from groundproxy.guards.rules import RuleResult
+from groundproxy.guards.types import Claim, ClaimResult, Evidence, Probs
+from groundproxy.policies.schema import Policy, local_policy
 
 CLAIM = Claim("The warranty lasts 24 months.", (0, 29))
 OK = RuleResult(ok=True)

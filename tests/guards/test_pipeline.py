@@ -10,11 +10,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from guards.errors import GuardError
-from guards.lexical import LexicalVerifier
-from guards.pipeline import guard_context_row, run_guard, unverified_report
-from guards.types import Embedder, Evidence, EvidenceSource, Pair, Probs, Verifier
-from policies.schema import Policy, local_policy
+from groundproxy.guards.errors import GuardError
+from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.pipeline import guard_context_row, run_guard, unverified_report
+from groundproxy.guards.types import Embedder, Evidence, EvidenceSource, Pair, Probs, Verifier
+from groundproxy.policies.schema import Policy, local_policy
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = {"the", "a", "an", "of", "is", "are", "to", "in", "and", "for", "our", "it", "if"}
@@ -289,7 +289,7 @@ def test_unverified_report() -> None:
 
 
 def test_search_text_adds_the_question_to_short_claims_only() -> None:
-    from guards.pipeline import SHORT_CLAIM_WORDS, search_text
+    from groundproxy.guards.pipeline import SHORT_CLAIM_WORDS, search_text
 
     q = "Where is the head office?"
     assert search_text("Delhi", q) == "Where is the head office? Delhi"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from guards.report import report_body, report_headers
-from guards.types import Claim, ClaimResult, Evidence, GuardReport, Probs
+from groundproxy.guards.report import report_body, report_headers
+from groundproxy.guards.types import Claim, ClaimResult, Evidence, GuardReport, Probs
 
 HANDBOOK = Evidence(
     "The warranty lasts 12 months.", "handbook.md", "c12", 0.7712, (1040, 1069),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from guards.claims import decompose
-from guards.rewrite import render, rendered_trust
-from guards.types import ClaimResult, Evidence, Probs, Verdict
-from policies.schema import Policy, local_policy
+from groundproxy.guards.claims import decompose
+from groundproxy.guards.rewrite import render, rendered_trust
+from groundproxy.guards.types import ClaimResult, Evidence, Probs, Verdict
+from groundproxy.policies.schema import Policy, local_policy
 
 SUP = Probs(0.9, 0.02, 0.08)
 CON = Probs(0.05, 0.85, 0.10)

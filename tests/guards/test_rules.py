@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from guards.entities import mentions, named_entities
-from guards.quantities import extract_quantities
-from guards.rules import check_claim
-from policies.schema import RulesPolicy
+from groundproxy.guards.entities import mentions, named_entities
+from groundproxy.guards.quantities import extract_quantities
+from groundproxy.guards.rules import check_claim
+from groundproxy.policies.schema import RulesPolicy
 
 WARRANTY_EVIDENCE = ["Every robot comes with a warranty of 12 months from the date of purchase."]
 

@@ -12,9 +12,9 @@ import pytest_asyncio
 import yaml
 from fastapi import FastAPI
 
-from policies.keys import hash_key
-from proxy.app import create_app
-from proxy.settings import Settings
+from groundproxy.policies.keys import hash_key
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.settings import Settings
 from tests.conftest import SAMPLES, _policy
 
 # tenant → (warranty months, refund days): the only differences between their documents.
@@ -39,7 +39,7 @@ def handbook(tenant: str) -> str:
 def iso_dirs(
     tmp_path_factory: pytest.TempPathFactory, upstream_port: int, embedder: Any
 ) -> tuple[Path, Path]:
-    from retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.ingest import ingest_texts
 
     policies = tmp_path_factory.mktemp("iso-policies")
     data = tmp_path_factory.mktemp("iso-data")

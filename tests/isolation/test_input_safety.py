@@ -12,10 +12,10 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from guards.errors import BadRequestError
-from policies.keys import hash_key
-from policies.loader import PolicyStore
-from retrieval.tenant_index import IndexManager, TenantIndex
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.policies.keys import hash_key
+from groundproxy.policies.loader import PolicyStore
+from groundproxy.retrieval.tenant_index import IndexManager, TenantIndex
 from tests.isolation.conftest import admin_key, key
 
 BAD_DOC_IDS = [

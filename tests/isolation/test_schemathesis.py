@@ -18,10 +18,10 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.python import asgi
 
-from proxy.app import create_app
-from proxy.protocol import ChatCompletionRequest
-from proxy.routes.admin import DeleteBody, IngestBody
-from proxy.settings import Settings
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.routes.admin import DeleteBody, IngestBody
+from groundproxy.proxy.settings import Settings
 from tests.isolation.conftest import admin_key, key
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

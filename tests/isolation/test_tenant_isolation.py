@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from proxy.state import AppState
+from groundproxy.proxy.state import AppState
 from tests.isolation.conftest import ISO_TENANTS, key
 
 N_REQUESTS = 1000

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guards.types import VERDICTS, Pair
-from models.build import PROBES, build_model
-from models.built_verifier import BuiltVerifier, fill_prompt
-from models.registry import VerifierRegistry
+from groundproxy.guards.types import VERDICTS, Pair
+from groundproxy.models.build import PROBES, build_model
+from groundproxy.models.built_verifier import BuiltVerifier, fill_prompt
+from groundproxy.models.registry import VerifierRegistry
 from tests.models.tiny_hf import save_tiny_llama
 
 EVIDENCE = "The warranty of the Acme robot lasts 12 months from the date of purchase."

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import yaml
 
-from guards.errors import ModelLoadError
-from guards.types import Pair
-from models.build import sha256_file
-from models.built_verifier import BuiltVerifier
-from models.registry import VerifierRegistry, available
-from proxy.cli import main
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import Pair
+from groundproxy.models.build import sha256_file
+from groundproxy.models.built_verifier import BuiltVerifier
+from groundproxy.models.registry import VerifierRegistry, available
+from groundproxy.proxy.cli import main
 from tests.conftest import KEYS, _policy
 from tests.models.tiny_hf import save_tiny_nli
 
@@ -170,8 +170,8 @@ def test_failed_build_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixtu
 async def test_policy_naming_the_built_model_guards_through_the_api(
     built: tuple[Path, Path], tmp_path: Path, upstream_port: int
 ) -> None:
-    from proxy.app import create_app
-    from proxy.settings import Settings
+    from groundproxy.proxy.app import create_app
+    from groundproxy.proxy.settings import Settings
 
     _, models = built
     data = tmp_path / "data"
@@ -205,7 +205,7 @@ def test_hub_id_resolves_from_the_local_cache_only(
 ) -> None:
     import huggingface_hub.constants
 
-    from models.build import resolve_source
+    from groundproxy.models.build import resolve_source
 
     src, _ = built
     revision = "0" * 40

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models.features import MAX_CANDIDATES
-from models.train.ce_window import (
+from groundproxy.models.features import MAX_CANDIDATES
+from groundproxy.models.ce_window import (
     MAX_LENGTH,
     MIN_EVIDENCE_TOKENS,
     SPECIAL_TOKENS,

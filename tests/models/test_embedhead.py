@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guards.errors import ModelLoadError
-from guards.types import Pair
-from models.embedhead_verifier import MODEL_DIR, EmbedHeadVerifier, load_meta
-from models.features import N_FEATURES, featurize, split_sentences
-from models.registry import VerifierRegistry
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import Pair
+from groundproxy.models.embedhead_verifier import MODEL_DIR, EmbedHeadVerifier, load_meta
+from groundproxy.models.features import N_FEATURES, featurize, split_sentences
+from groundproxy.models.registry import VerifierRegistry
 
 EVIDENCE = "Every robot has a warranty of 12 months."
 SUPPORTED = Pair("The warranty lasts 12 months.", EVIDENCE)
@@ -53,7 +53,7 @@ def test_missing_model_dir_is_a_load_error(tmp_path: Path) -> None:
 
 
 def test_registry_names_it() -> None:
-    from models.registry import available
+    from groundproxy.models.registry import available
 
     assert "embedhead" in available()
     assert "embedhead-fp32" in available()
@@ -129,7 +129,7 @@ def test_the_default_verifier_is_the_shipped_int8_head() -> None:
     assert default.name == "embedhead" and default.variant == "int8"
     assert "default" in registry.loaded()
     # its contradiction bar was fitted on train data and is what the guard applies
-    from guards.decide import contradiction_bar
+    from groundproxy.guards.decide import contradiction_bar
 
     assert 0.5 < contradiction_bar(default) < 1.0
     assert contradiction_bar(default) == load_meta(MODEL_DIR)["contradiction_min"]
@@ -138,9 +138,9 @@ def test_the_default_verifier_is_the_shipped_int8_head() -> None:
 def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> None:
     """The three hand-written cases through run_guard (claims, evidence windows, rules,
     decision) with the default policy and verifier, the request context as evidence."""
-    from guards.pipeline import run_guard
-    from policies.schema import local_policy
-    from retrieval.embedder import load_embedder
+    from groundproxy.guards.pipeline import run_guard
+    from groundproxy.policies.schema import local_policy
+    from groundproxy.retrieval.embedder import load_embedder
 
     context = [("system", "Every robot has a warranty of 12 months. Shipping is free in the EU.")]
     policy = local_policy("handwritten", "openai/test")
@@ -179,9 +179,9 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
     """A one-word answer alone is close to nothing in the evidence (every window fell under
     min_score: "no evidence found" for the right answer too); searched as question + answer,
     the right sentence is found and the verifier judges the answer against it."""
-    from guards.pipeline import run_guard
-    from policies.schema import local_policy
-    from retrieval.embedder import load_embedder
+    from groundproxy.guards.pipeline import run_guard
+    from groundproxy.policies.schema import local_policy
+    from groundproxy.retrieval.embedder import load_embedder
 
     report = run_guard(
         answer, question=OBEROI_Q, context_messages=[("context", OBEROI)],
@@ -196,9 +196,9 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
 def test_the_contradiction_bar_survives_the_proxy_wrappers() -> None:
     """The proxy scores through a per-tenant verdict cache (and, with batching on, a
     micro-batcher): the guard must still see the model's bar, not the 0.5 default."""
-    from guards.cache import CachingVerifier, VerdictCache
-    from guards.decide import contradiction_bar
-    from models.batching import BatchingVerifier
+    from groundproxy.guards.cache import CachingVerifier, VerdictCache
+    from groundproxy.guards.decide import contradiction_bar
+    from groundproxy.models.batching import BatchingVerifier
 
     default = VerifierRegistry().get("default")
     bar = load_meta(MODEL_DIR)["contradiction_min"]

@@ -19,7 +19,7 @@ CHAT_TEMPLATE = (
 def _tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from retrieval.embedder import model_path
+    from groundproxy.retrieval.embedder import model_path
 
     return AutoTokenizer.from_pretrained(str(model_path()))
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from guards.errors import PolicyError
-from policies.keys import constant_time_equals, hash_key, is_key_hash, split_env_keys, verify_key
-from policies.loader import LoadedPolicy, load_policy_file
-from policies.schema import (
+from groundproxy.guards.errors import PolicyError
+from groundproxy.policies.keys import constant_time_equals, hash_key, is_key_hash, split_env_keys, verify_key
+from groundproxy.policies.loader import LoadedPolicy, load_policy_file
+from groundproxy.policies.schema import (
     ActionsPolicy,
     Policy,
     RetrievalPolicy,

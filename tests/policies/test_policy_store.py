@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from guards.errors import PolicyError
-from policies.keys import hash_key
-from policies.loader import PolicyStore
+from groundproxy.guards.errors import PolicyError
+from groundproxy.policies.keys import hash_key
+from groundproxy.policies.loader import PolicyStore
 
 RAW = {"acme": "sk-acme-store-key", "globex": "sk-globex-store-key", "initech": "sk-ini-key"}
 ADMIN_RAW = "sk-acme-store-admin"

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from proxy.app import create_app
-from proxy.settings import Settings
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
 
 MAX_BODY = 65_536

@@ -13,14 +13,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from guards.errors import GuardError
-from models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
-from policies.schema import local_policy
-from proxy.app import create_app
-from proxy.guarding import GuardService
-from proxy.metrics import METRICS
-from proxy.settings import Settings
-from retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.guards.errors import GuardError
+from groundproxy.models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
+from groundproxy.policies.schema import local_policy
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.settings import Settings
+from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 from tests.conftest import KEYS
 
 

@@ -11,13 +11,13 @@ from typing import Any
 import anyio
 import pytest
 
-from guards.cache import CachingVerifier, VerdictCache
-from guards.lexical import LexicalVerifier
-from guards.types import Pair, Probs
-from models import registry
-from policies.schema import Policy, local_policy
-from proxy.guarding import GuardService
-from retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.guards.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.types import Pair, Probs
+from groundproxy.models import registry
+from groundproxy.policies.schema import Policy, local_policy
+from groundproxy.proxy.guarding import GuardService
+from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 
 ANSWER = "The warranty lasts 24 months. Batteries are covered for 6 months."
 CONTEXT = [("system", "The warranty lasts 12 months. Batteries are covered for 6 months.")]

@@ -10,9 +10,9 @@ import pytest_asyncio
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import create_app
-from proxy.metrics import METRICS
-from proxy.settings import Settings
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
 
 

@@ -11,8 +11,8 @@ import httpx
 import pytest_asyncio
 import structlog
 
-from proxy.app import create_app
-from proxy.settings import Settings
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.settings import Settings
 from tests.conftest import KEYS
 
 QUESTION = "How long is the warranty?"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from guards.types import Claim, ClaimResult, GuardReport, Probs
-from policies.schema import TracesPolicy
-from proxy.traces import TraceStores
+from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
+from groundproxy.policies.schema import TracesPolicy
+from groundproxy.proxy.traces import TraceStores
 
 
 def report(text: str) -> GuardReport:

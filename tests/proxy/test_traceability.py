@@ -15,10 +15,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from proxy.app import create_app
-from proxy.calibration import write_calibration
-from proxy.processes import free_port, start_fake_upstream, stop_process
-from proxy.settings import Settings
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.calibration import write_calibration
+from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
+from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
 from tests.traces_pipeline import DOCS, PART_B, SCRIPT, step_messages
 
@@ -38,7 +38,7 @@ def trace_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 
 
 def trace_policies(root: Path, upstream_port: int) -> Path:
-    from policies.keys import hash_key
+    from groundproxy.policies.keys import hash_key
 
     d = root / "policies"
     d.mkdir()
@@ -70,7 +70,7 @@ def trace_policies(root: Path, upstream_port: int) -> Path:
 
 
 def trace_data(root: Path, embedder: Any) -> Path:
-    from retrieval.ingest import ingest_texts
+    from groundproxy.retrieval.ingest import ingest_texts
 
     d = root / "data"
     ingest_texts(d, "acme", DOCS, embedder)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from guards.errors import UnknownModelError
-from policies.schema import UpstreamPolicy
-from proxy.upstream import resolve_model, upstream_kwargs
+from groundproxy.guards.errors import UnknownModelError
+from groundproxy.policies.schema import UpstreamPolicy
+from groundproxy.proxy.upstream import resolve_model, upstream_kwargs
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -72,7 +72,7 @@ def test_connection_drops_are_told_from_timeouts_and_statuses() -> None:
     import httpx
     import openai
 
-    from proxy.upstream import is_connection_drop
+    from groundproxy.proxy.upstream import is_connection_drop
 
     req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     dropped = openai.APIConnectionError(request=req)

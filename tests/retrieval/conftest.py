@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from guards.types import Embedder
-from retrieval.embedder import load_embedder
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.embedder import load_embedder
 
 
 @pytest.fixture(scope="session")

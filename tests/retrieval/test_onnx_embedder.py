@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guards.errors import IndexStoreError
-from guards.types import Embedder
-from retrieval import onnx_embedder
-from retrieval.embedder import load_embedder, model_path
-from retrieval.ingest import ingest_texts
-from retrieval.onnx_embedder import OnnxEmbedder, ensure_exported
-from retrieval.tenant_index import TenantIndex
+from groundproxy.guards.errors import IndexStoreError
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval import onnx_embedder
+from groundproxy.retrieval.embedder import load_embedder, model_path
+from groundproxy.retrieval.ingest import ingest_texts
+from groundproxy.retrieval.onnx_embedder import OnnxEmbedder, ensure_exported
+from groundproxy.retrieval.tenant_index import TenantIndex
 
 SENTENCES = [
     "The warranty lasts 12 months from the date of purchase.",

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from retrieval.chunker import Chunk, chunk_text, split_sentences
+from groundproxy.retrieval.chunker import Chunk, chunk_text, split_sentences
 
 TEXTS = [
     "Dr. Smith went to Washington.  He paid $3.50 for coffee! Was it good?\nYes.",

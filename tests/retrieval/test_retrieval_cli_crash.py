@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from guards.types import Embedder
-from retrieval.readers import read_documents
-from retrieval.tenant_index import IndexWriter, TenantIndex
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.readers import read_documents
+from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 20
@@ -38,7 +38,7 @@ def _text(i: int, round_: int) -> str:
 def _cli(data: Path, src: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "GROUNDPROXY_EMBEDDER": "hashing", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "proxy", "ingest", "--data", str(data), "--tenant", TENANT,
+        [sys.executable, "-m", "groundproxy.proxy", "ingest", "--data", str(data), "--tenant", TENANT,
          str(src)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )

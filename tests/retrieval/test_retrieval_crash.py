@@ -16,16 +16,16 @@ import sys
 import time
 from pathlib import Path
 
-from guards.types import Embedder
-from retrieval.tenant_index import IndexWriter, TenantIndex
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 N_DOCS = 8
 CHILD = """
 import sys
 from pathlib import Path
-from retrieval.embedder import load_embedder
-from retrieval.tenant_index import IndexWriter
+from groundproxy.retrieval.embedder import load_embedder
+from groundproxy.retrieval.tenant_index import IndexWriter
 sys.path.insert(0, sys.argv[2])
 from tests.retrieval.test_retrieval_crash import expected_docs
 data, embedder = Path(sys.argv[1]), load_embedder("hashing")

@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guards.errors import ModelLoadError
-from guards.types import Embedder
-from retrieval.embedder import load_embedder, model_path
+from groundproxy.guards.errors import ModelLoadError
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.embedder import load_embedder, model_path
 
 
 def test_model_path_is_packaged() -> None:

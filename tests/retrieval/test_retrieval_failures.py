@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from guards.errors import IndexStoreError
-from guards.types import Embedder
-from retrieval.chunk_store import ChunkStore
-from retrieval.hashing_embedder import HashingEmbedder
-from retrieval.ingest import ingest_texts
-from retrieval.tenant_index import IndexWriter, TenantIndex
+from groundproxy.guards.errors import IndexStoreError
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.chunk_store import ChunkStore
+from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.retrieval.ingest import ingest_texts
+from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
 from tests.retrieval.helpers import CountingEmbedder
 
 DOCS = [("a.txt", "Alpha document about apples. It has two sentences."),

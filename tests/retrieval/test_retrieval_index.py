@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from guards.types import Embedder, Evidence
-from retrieval.ingest import delete_documents, ingest_paths
-from retrieval.tenant_index import TenantIndex
+from groundproxy.guards.types import Embedder, Evidence
+from groundproxy.retrieval.ingest import delete_documents, ingest_paths
+from groundproxy.retrieval.tenant_index import TenantIndex
 from tests.retrieval.helpers import make_pdf
 
 HANDBOOK = """# Employee handbook

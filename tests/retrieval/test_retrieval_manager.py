@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from guards.errors import IndexStoreError
-from guards.types import Embedder
-from retrieval.ingest import ingest_texts
-from retrieval.tenant_index import IndexManager
+from groundproxy.guards.errors import IndexStoreError
+from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.ingest import ingest_texts
+from groundproxy.retrieval.tenant_index import IndexManager
 
 ROOT = Path(__file__).resolve().parents[2]
 INGEST_SCRIPT = """
 import sys
 from pathlib import Path
-from retrieval.embedder import load_embedder
-from retrieval.ingest import ingest_texts
+from groundproxy.retrieval.embedder import load_embedder
+from groundproxy.retrieval.ingest import ingest_texts
 result = ingest_texts(Path(sys.argv[1]), "acme", [("new.txt", "Freshly ingested zebra facts.")],
                       load_embedder("hashing"))
 print(result.version)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from guards.errors import BadRequestError
-from retrieval.html_text import html_to_text
-from retrieval.readers import read_documents
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.retrieval.html_text import html_to_text
+from groundproxy.retrieval.readers import read_documents
 from tests.retrieval.helpers import make_pdf
 
 

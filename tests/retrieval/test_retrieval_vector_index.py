@@ -6,8 +6,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from guards.errors import IndexStoreError
-from retrieval.vector_index import HnswVectorIndex
+from groundproxy.guards.errors import IndexStoreError
+from groundproxy.retrieval.vector_index import HnswVectorIndex
 
 
 def _unit(n: int, dim: int, seed: int) -> npt.NDArray[np.float32]:

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from models.features import clip_claim, content_words, evidence_candidates
+from groundproxy.models.features import clip_claim, content_words, evidence_candidates
 
 MAX_LENGTH = 128
 MIN_EVIDENCE_TOKENS = 48  # the claim is cut so the evidence keeps at least this many

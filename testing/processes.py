@@ -27,7 +27,7 @@ def start_process(
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, *args], env=full_env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT
+        [sys.executable, *args], env=full_env, stdout=out, stderr=subprocess.STDOUT
     )
 
 
@@ -59,7 +59,7 @@ def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None
 def start_fake_upstream(
     port: int, script: Path | None = None, log_path: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    args = ["-m", "proxy.fake_upstream", "--port", str(port)]
+    args = ["-m", "groundproxy.testing.fake_upstream", "--port", str(port)]
     if script is not None:
         args += ["--script", str(script)]
     proc = start_process(args, log_path=log_path)
@@ -77,7 +77,7 @@ def start_proxy(
 ) -> subprocess.Popen[bytes]:
     args = [
         "-m",
-        "proxy",
+        "groundproxy.proxy",
         "serve",
         "--port",
         str(port),

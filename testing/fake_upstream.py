@@ -17,7 +17,7 @@ waiting or streaming (``disconnected``), and ``inflight`` (for fault tests).
 
 ``GET /_last`` returns the last request body it received (for pass-through tests).
 
-Run: ``python -m proxy.fake_upstream --port 8099 [--script FILE]``.
+Run: ``python -m groundproxy.testing.fake_upstream --port 8099 [--script FILE]``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+"""Test doubles for groundproxy users, as httpx ships ``MockTransport``.
+
+- :mod:`groundproxy.testing.fake_upstream` — a scripted OpenAI-compatible upstream server
+  (``python -m groundproxy.testing.fake_upstream --port 8099 [--script FILE]``).
+- :mod:`groundproxy.testing.processes` — start and stop a real ``groundproxy serve`` process
+  and the fake upstream from a test (free ports, readiness waits, clean shutdown).
+"""
