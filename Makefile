@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit lock
+.PHONY: install demo test fast lint typecheck unit wheel-check lock
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,8 @@ demo: install
 	$(VENV)/bin/groundproxy demo
 
 lint: install
-	$(VENV)/bin/ruff check proxy guards retrieval models policies testing tests bench
+	$(VENV)/bin/ruff check proxy guards retrieval models policies testing integrations tests bench
+	$(VENV)/bin/hadolint Dockerfile
 
 # mypy cannot follow setuptools' package-dir mapping (groundproxy.X -> X/): it reads the
 # installed module names through .gp-root/groundproxy, a link to this folder.
@@ -40,7 +41,16 @@ unit: install
 	$(PY) -m pytest -q -p no:cacheprovider; s=$$?; \
 	if [ $$s -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$s
 
-test: lint typecheck unit
+# The shipped artefact: build the wheel, install it into a new venv outside the repository,
+# run the Dockerfile's ENTRYPOINT + CMD from it and send one guarded request (openai SDK).
+wheel-check: install
+	$(PY) tests/wheel_check.py
+
+# The lane to run while working: no real processes, no model builds (under a minute).
+fast: install
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
+test: lint typecheck unit wheel-check
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | grep -v '^groundproxy' > requirements.lock
