@@ -118,7 +118,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--venv", type=Path, help="reuse this venv (default: a new one)")
-    parser.add_argument("--find-links", default="/opt/wheels" if Path("/opt/wheels").is_dir() else "")
+    local = "/opt/wheels" if Path("/opt/wheels").is_dir() else ""
+    parser.add_argument("--find-links", default=local, help="a folder of wheels (local torch)")
     opts = parser.parse_args()
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="groundproxy-wheel-"))
