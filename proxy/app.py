@@ -10,7 +10,7 @@ import anyio
 import structlog
 from fastapi import FastAPI
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.guarding import GuardService

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from groundproxy.guards.errors import AuthenticationError, PermissionDeniedError
+from groundproxy.errors import AuthenticationError, PermissionDeniedError
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 
 
 def _env_path(var: str, default: str) -> Path:

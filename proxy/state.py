@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
-from groundproxy.guards.errors import ServiceUnavailableError
+from groundproxy.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.settings import Settings

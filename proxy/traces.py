@@ -32,7 +32,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.guards.trace_walk import TraceClaim, TraceNode
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy

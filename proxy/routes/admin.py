@@ -15,7 +15,7 @@ import structlog
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.proxy.auth import admin_tenant_for
 from groundproxy.proxy.protocol import parse_json_body
 from groundproxy.proxy.routes.chat import read_body

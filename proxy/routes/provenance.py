@@ -17,7 +17,7 @@ import structlog
 from fastapi import APIRouter, Request
 from starlette.requests import Request as StarletteRequest
 
-from groundproxy.guards.errors import AuthenticationError, BadRequestError, NotFoundError
+from groundproxy.errors import AuthenticationError, BadRequestError, NotFoundError
 from groundproxy.guards.trace_walk import final_step, walk_back
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key
