@@ -59,12 +59,13 @@ async def _delete_body(data: JsonBody) -> DeleteBody:
     return _validated(DeleteBody, data)
 
 
+Ingest = Annotated[IngestBody, Depends(_ingest_body)]
+Delete = Annotated[DeleteBody, Depends(_delete_body)]
+
+
 @router.post("/v1/groundproxy/documents")
 async def add_documents(
-    loaded: AdminTenant,
-    body: Annotated[IngestBody, Depends(_ingest_body)],
-    services: Ready,
-    state: State,
+    loaded: AdminTenant, body: Ingest, services: Ready, state: State
 ) -> dict[str, Any]:
     guard = services.guard
     docs = [(d.id, d.text) for d in body.documents]
@@ -78,10 +79,7 @@ async def add_documents(
 
 @router.delete("/v1/groundproxy/documents")
 async def remove_documents(
-    loaded: AdminTenant,
-    body: Annotated[DeleteBody, Depends(_delete_body)],
-    services: Ready,
-    state: State,
+    loaded: AdminTenant, body: Delete, services: Ready, state: State
 ) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(
         lambda: delete_documents(state.settings.data, loaded.policy.index_name, body.ids)
