@@ -19,6 +19,7 @@ COPY requirements.lock ./
 RUN pip wheel --wheel-dir /wheels --extra-index-url https://download.pytorch.org/whl/cpu \
         -r requirements.lock
 COPY pyproject.toml README.md ./
+COPY errors ./errors
 COPY proxy ./proxy
 COPY guards ./guards
 COPY retrieval ./retrieval

@@ -25,7 +25,7 @@ demo: install
 	$(VENV)/bin/groundproxy demo
 
 lint: install
-	$(VENV)/bin/ruff check proxy guards retrieval models policies testing integrations tests bench
+	$(VENV)/bin/ruff check errors proxy guards retrieval models policies testing integrations tests bench
 	$(VENV)/bin/hadolint Dockerfile
 
 # mypy cannot follow setuptools' package-dir mapping (groundproxy.X -> X/): it reads the

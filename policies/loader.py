@@ -32,7 +32,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.errors import PolicyError
+from groundproxy.errors import PolicyError
 from groundproxy.policies.keys import hash_key
 from groundproxy.policies.parsing import POLICY_SUFFIXES, LoadedPolicy, load_policy_file
 from groundproxy.policies.snapshot import (

@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from groundproxy.guards.errors import PolicyError
+from groundproxy.errors import PolicyError
 from groundproxy.policies.keys import hash_key, is_key_hash, split_env_keys
 from groundproxy.policies.schema import Policy
 

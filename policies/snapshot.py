@@ -13,7 +13,7 @@ from pathlib import Path
 
 import structlog
 
-from groundproxy.guards.errors import PolicyError
+from groundproxy.errors import PolicyError
 from groundproxy.policies.parsing import LoadedPolicy, parse_policy_bytes
 
 log = structlog.get_logger(__name__)

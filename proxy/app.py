@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 
 import anyio
 import structlog
 from fastapi import FastAPI
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.guarding import GuardService
@@ -20,7 +20,7 @@ from groundproxy.proxy.routes import admin, chat, meta, provenance
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
-from groundproxy.proxy.traces import TraceStores
+from groundproxy.proxy.trace_store import TraceStores
 from groundproxy.proxy.upstream import UpstreamClient
 
 log = structlog.get_logger(__name__)
@@ -37,6 +37,7 @@ def _load_resources(state: AppState) -> None:
         batch_window_ms=settings.batch_window_ms,
         batch_max=settings.batch_max,
     )
+    state.guard = guard  # before loading more: the lifespan closes it if that fails
     tenants = state.policies.tenants()
     verifier_names = sorted(
         {p.policy.verifier.model for t in tenants if (p := state.policies.get(t)) is not None}
@@ -46,35 +47,53 @@ def _load_resources(state: AppState) -> None:
         {p.policy.index_name for t in tenants if (p := state.policies.get(t)) is not None}
     )
     state.load_errors.extend(guard.indexes.preload(index_names))
-    state.guard = guard
 
 
-@asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    state: AppState = app.state.gp
+def _open_policies(state: AppState, resources: ExitStack) -> None:
     errors = state.policies.load()
     state.load_errors.extend(errors)
     for err in errors:
         log.warning("policy_not_loaded", error=err)
     if state.settings.watch_policies:
         state.policies.start_watching(state.settings.policy_poll_s)
+        resources.callback(state.policies.stop_watching)
         state.policies.install_sighup(asyncio.get_running_loop())
-    try:
-        await anyio.to_thread.run_sync(_load_resources, state)
-    except GroundproxyError as exc:
-        log.error("startup_failed", error=exc.message)
-        raise
-    state.ready = True
-    log.info("ready", tenants=len(state.policies.tenants()), errors=len(state.load_errors))
-    try:
-        yield
-    finally:
-        state.ready = False
-        if state.guard is not None:
-            state.guard.close()
-        state.policies.stop_watching()
-        if state.settings.watch_policies:
-            state.policies.uninstall_sighup()
+        resources.callback(state.policies.uninstall_sighup)
+
+
+def _close_guard(state: AppState) -> None:
+    """Stop the micro-batching workers, then close every cached tenant index."""
+    if state.guard is not None:
+        state.guard.close()
+        state.guard.indexes.close()
+
+
+def _close_traces(state: AppState) -> None:
+    if state.traces is not None:
+        state.traces.close()
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Opens every resource the app holds, and closes each (last opened, first closed) at
+    shutdown, or when a later one fails to open."""
+    state: AppState = app.state.gp
+    with ExitStack() as resources:
+        _open_policies(state, resources)
+        state.traces = TraceStores(state.settings.data)
+        resources.callback(_close_traces, state)
+        resources.callback(_close_guard, state)
+        try:
+            await anyio.to_thread.run_sync(_load_resources, state)
+        except GroundproxyError as exc:
+            log.error("startup_failed", error=exc.message)
+            raise
+        state.ready = True
+        log.info("ready", tenants=len(state.policies.tenants()), errors=len(state.load_errors))
+        try:
+            yield
+        finally:
+            state.ready = False
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -86,7 +105,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.gp = AppState(settings=settings, policies=PolicyStore(settings.policies))
-    app.state.gp.traces = TraceStores(settings.data)
     install_error_handlers(app)
     app.include_router(meta.router)
     app.include_router(chat.router)

@@ -1,11 +1,22 @@
-"""``Authorization: Bearer KEY`` → the tenant whose policy lists the key's sha256 hash."""
+"""``Authorization: Bearer KEY`` → the tenant whose policy lists the key's sha256 hash.
+
+Routes take the tenant as a FastAPI dependency (``loaded: Tenant``, ``AdminTenant`` or
+``ReaderTenant``): the key is checked and the tenant bound into structlog's contextvars (the
+logs' and the request metrics' ``tenant``) before the route's body runs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Annotated
+
+import structlog
+from fastapi import Depends
 from starlette.requests import Request
 
-from groundproxy.guards.errors import AuthenticationError, PermissionDeniedError
+from groundproxy.errors import AuthenticationError, PermissionDeniedError
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
+from groundproxy.proxy.state import app_state
 
 
 def bearer_key(request: Request) -> str:
@@ -18,10 +29,14 @@ def bearer_key(request: Request) -> str:
     return key.strip()
 
 
+def _unknown_key() -> AuthenticationError:
+    return AuthenticationError("incorrect API key provided: no tenant has this key")
+
+
 def tenant_for(request: Request, store: PolicyStore) -> LoadedPolicy:
     loaded = store.lookup_key(bearer_key(request))
     if loaded is None:
-        raise AuthenticationError("incorrect API key provided: no tenant has this key")
+        raise _unknown_key()
     return loaded
 
 
@@ -31,5 +46,42 @@ def admin_tenant_for(request: Request, store: PolicyStore) -> LoadedPolicy:
     if loaded is None:
         if store.lookup_key(key) is not None:
             raise PermissionDeniedError("this key may not manage documents: use an admin key")
-        raise AuthenticationError("incorrect API key provided: no tenant has this key")
+        raise _unknown_key()
     return loaded
+
+
+def reader_tenant_for(request: Request, store: PolicyStore) -> LoadedPolicy:
+    """The caller's tenant from a normal or an admin key (the read-only provenance API)."""
+    key = bearer_key(request)
+    loaded = store.lookup_key(key) or store.lookup_admin_key(key)
+    if loaded is None:
+        raise _unknown_key()
+    return loaded
+
+
+Lookup = Callable[[Request, PolicyStore], LoadedPolicy]
+
+
+def _bound(lookup: Lookup, request: Request) -> LoadedPolicy:
+    loaded = lookup(request, app_state(request).policies)
+    structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
+    return loaded
+
+
+# async: FastAPI awaits them in the request's task, so the bound tenant reaches the route
+# and the middleware (a sync dependency would run, and bind, in a worker thread).
+async def tenant(request: Request) -> LoadedPolicy:
+    return _bound(tenant_for, request)
+
+
+async def admin_tenant(request: Request) -> LoadedPolicy:
+    return _bound(admin_tenant_for, request)
+
+
+async def reader_tenant(request: Request) -> LoadedPolicy:
+    return _bound(reader_tenant_for, request)
+
+
+Tenant = Annotated[LoadedPolicy, Depends(tenant)]
+AdminTenant = Annotated[LoadedPolicy, Depends(admin_tenant)]
+ReaderTenant = Annotated[LoadedPolicy, Depends(reader_tenant)]

@@ -1,37 +1,48 @@
 """``groundproxy`` — one entry point: serve, ingest, delete, check, eval, demo, calibrate,
-models, hash-key."""
+models, hash-key.
+
+Flags override :class:`~groundproxy.proxy.settings.Settings`, which reads the
+``GROUNDPROXY_*`` environment variables: this module reads none itself (a flag left out is
+``None`` here and the setting, env or default, fills it in).
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from groundproxy.guards.errors import GroundproxyError
+from pydantic import ValidationError
 
-
-def _env_path(var: str, default: str) -> Path:
-    return Path(os.environ.get(var) or default)
+from groundproxy.errors import BadRequestError, GroundproxyError
+from groundproxy.proxy.settings import Settings
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--data",
-        type=Path,
-        default=_env_path("GROUNDPROXY_DATA", "data"),
+        "--data", type=Path, default=None,
         help="index folder (default $GROUNDPROXY_DATA, then ./data)",
     )
 
 
 def _add_policies(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--policies",
-        type=Path,
-        default=_env_path("GROUNDPROXY_POLICIES", "policies"),
+        "--policies", type=Path, default=None,
         help="policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
     )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, with the flags this command was given (those not None) on top."""
+    flags = ("host", "port", "policies", "data", "log_level", "models_dir")
+    given = {name: getattr(args, name) for name in flags if getattr(args, name, None) is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "_".join(str(p) for p in err["loc"])
+        raise BadRequestError(f"setting {name} (GROUNDPROXY_{name.upper()}): {err['msg']}") from exc
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,11 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the proxy")
-    p.add_argument("--host", default=os.environ.get("GROUNDPROXY_HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(os.environ.get("GROUNDPROXY_PORT", "8080")))
+    p.add_argument("--host", default=None, help="default $GROUNDPROXY_HOST, then 127.0.0.1")
+    p.add_argument("--port", type=int, default=None, help="default $GROUNDPROXY_PORT, then 8080")
     _add_policies(p)
     _add_data(p)
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default=None, help="default $GROUNDPROXY_LOG_LEVEL, then info")
 
     p = sub.add_parser("ingest", help="add or replace documents in a tenant's index")
     _add_data(p)
@@ -113,23 +124,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
     if args.command == "serve":
         from groundproxy.proxy.serve import serve
 
-        return serve(args.host, args.port, args.policies, args.data, args.log_level)
+        return serve(settings)
     if args.command == "ingest":
         from groundproxy.proxy.commands import ingest
 
-        return ingest(args.data, args.tenant, args.paths, progress=not args.no_progress)
+        return ingest(
+            settings.data, args.tenant, args.paths, progress=not args.no_progress,
+            embedder_name=settings.embedder,
+        )
     if args.command == "delete":
         from groundproxy.proxy.commands import delete
 
-        return delete(args.data, args.tenant, args.doc_ids)
+        return delete(settings.data, args.tenant, args.doc_ids)
     if args.command == "check":
         from groundproxy.proxy.commands import check
 
         return check(
-            args.data, args.policies, args.tenant, args.answer, args.question, args.context_file
+            settings.data, settings.policies, args.tenant, args.answer, args.question,
+            args.context_file, embedder_name=settings.embedder,
         )
     if args.command == "eval":
         from groundproxy.proxy.evaluate import run_eval_command
@@ -143,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         from groundproxy.proxy.calibrate import run_calibrate_command
 
         return run_calibrate_command(
-            args.file, args.tenant, args.alpha, args.data, args.policies, args.verifier,
+            args.file, args.tenant, args.alpha, settings.data, settings.policies, args.verifier,
             args.seed, args.cal_fraction, args.limit, args.json,
         )
     if args.command == "models":
@@ -151,10 +167,10 @@ def _run(args: argparse.Namespace) -> int:
 
         if args.models_command == "build":
             return models_build(
-                args.source, args.name, args.models_dir, args.data, args.kind,
+                args.source, args.name, settings.models_dir, settings.data, args.kind,
                 args.max_length, args.pair_order, args.force,
             )
-        return models_list(args.models_dir, args.data)
+        return models_list(settings.models_dir, settings.data)
     if args.command == "hash-key":
         from groundproxy.policies.keys import hash_key
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Literal
@@ -15,13 +14,12 @@ from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.ingest import delete_documents, ingest_paths
 
 
-def _embedder_name() -> str:
-    """The embedder the server uses too (``GROUNDPROXY_EMBEDDER``, default ``minilm``)."""
-    return os.environ.get("GROUNDPROXY_EMBEDDER") or "minilm"
-
-
-def ingest(data: Path, tenant: str, paths: list[Path], progress: bool = True) -> int:
-    result = ingest_paths(data, tenant, paths, load_embedder(_embedder_name()), progress=progress)
+def ingest(
+    data: Path, tenant: str, paths: list[Path], progress: bool = True,
+    embedder_name: str = "minilm",
+) -> int:
+    """``embedder_name``: the one the server uses too (``Settings.embedder``)."""
+    result = ingest_paths(data, tenant, paths, load_embedder(embedder_name), progress=progress)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0
 
@@ -39,6 +37,7 @@ def check(
     answer: str,
     question: str | None,
     context_file: Path | None,
+    embedder_name: str = "minilm",
 ) -> int:
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
     from groundproxy.guards.pipeline import run_guard
@@ -61,7 +60,7 @@ def check(
             context.append(("user", context_file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
-    embedder = load_embedder(_embedder_name())
+    embedder = load_embedder(embedder_name)
     index = TenantIndex.open(data, policy.index_name)
     verifier = VerifierRegistry(models_dir_for(data)).get(policy.verifier.model)
     report = run_guard(

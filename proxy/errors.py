@@ -1,8 +1,10 @@
-"""The one handler that turns :mod:`guards.errors` into OpenAI-shaped error bodies."""
+"""The HTTP side of :mod:`groundproxy.errors`: one table from exception class to
+(status, OpenAI error type, code), and the one handler that turns errors into OpenAI-shaped
+bodies ``{"error": {"message", "type", "param", "code"}}``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 from fastapi import FastAPI, Request
@@ -10,9 +12,55 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import (
+    AuthenticationError,
+    BadRequestError,
+    BodyTooLargeError,
+    GroundproxyError,
+    GuardError,
+    GuardTimeoutError,
+    IndexStoreError,
+    InvalidParamsError,
+    ModelLoadError,
+    NotFoundError,
+    PermissionDeniedError,
+    PolicyError,
+    RateLimitError,
+    ServiceUnavailableError,
+    UnknownModelError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
 
 log = structlog.get_logger(__name__)
+
+
+class HttpError(NamedTuple):
+    status: int
+    type: str
+    code: str | None
+
+
+# The one table. A class not listed takes its nearest listed base's row.
+HTTP_ERRORS: dict[type[GroundproxyError], HttpError] = {
+    GroundproxyError: HttpError(500, "server_error", None),
+    BadRequestError: HttpError(400, "invalid_request_error", None),
+    BodyTooLargeError: HttpError(413, "invalid_request_error", "request_too_large"),
+    InvalidParamsError: HttpError(422, "invalid_request_error", None),
+    AuthenticationError: HttpError(401, "authentication_error", "invalid_api_key"),
+    PermissionDeniedError: HttpError(403, "permission_error", "permission_denied"),
+    NotFoundError: HttpError(404, "not_found_error", "not_found"),
+    UnknownModelError: HttpError(404, "not_found_error", "model_not_found"),
+    RateLimitError: HttpError(429, "rate_limit_error", "rate_limited"),
+    ServiceUnavailableError: HttpError(503, "server_error", "not_ready"),
+    UpstreamError: HttpError(502, "upstream_error", "upstream_error"),
+    UpstreamTimeoutError: HttpError(504, "upstream_error", "upstream_timeout"),
+    PolicyError: HttpError(422, "invalid_request_error", "invalid_policy"),
+    IndexStoreError: HttpError(500, "server_error", "index_error"),
+    ModelLoadError: HttpError(500, "server_error", "model_error"),
+    GuardError: HttpError(500, "server_error", "guard_error"),
+    GuardTimeoutError: HttpError(500, "server_error", "guard_timeout"),
+}
 
 _STATUS_TYPES = {
     400: "invalid_request_error",
@@ -26,6 +74,17 @@ _STATUS_TYPES = {
 }
 
 
+def http_error(exc: GroundproxyError) -> HttpError:
+    """The table's row for ``exc`` (its nearest listed class), with a raise site's own code."""
+    row = next(HTTP_ERRORS[c] for c in type(exc).__mro__ if c in HTTP_ERRORS)
+    return row._replace(code=exc.code) if exc.code is not None else row
+
+
+def error_code(exc: GroundproxyError) -> str | None:
+    """The OpenAI ``code`` of ``exc`` (for logs that name it)."""
+    return http_error(exc).code
+
+
 def error_body(
     message: str, error_type: str, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
@@ -35,17 +94,19 @@ def error_body(
 
 def exception_body(exc: GroundproxyError) -> dict[str, Any]:
     """The OpenAI error body of one of our exceptions (a response, or an SSE event)."""
-    return error_body(exc.message, exc.error_type, exc.param, exc.code)
+    row = http_error(exc)
+    return error_body(exc.message, row.type, exc.param, row.code)
 
 
 def error_response(exc: GroundproxyError) -> JSONResponse:
-    return JSONResponse(exception_body(exc), status_code=exc.status_code)
+    return JSONResponse(exception_body(exc), status_code=http_error(exc).status)
 
 
 async def _groundproxy_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GroundproxyError)
-    if exc.status_code >= 500:
-        log.warning("request_failed", status=exc.status_code, code=exc.code, error=exc.message)
+    row = http_error(exc)
+    if row.status >= 500:
+        log.warning("request_failed", status=row.status, code=row.code, error=exc.message)
     return error_response(exc)
 
 

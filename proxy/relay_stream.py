@@ -29,7 +29,7 @@ from groundproxy.guards.pipeline import unverified_report
 from groundproxy.guards.report import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.errors import exception_body
+from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
 from groundproxy.proxy.upstream import UpstreamStream
@@ -86,7 +86,7 @@ async def relay_events(
             if delta:
                 yield out.chunk(delta)
     except GroundproxyError as exc:
-        log.warning("relay_stream_failed", error=exc.message, code=exc.code)
+        log.warning("relay_stream_failed", error=exc.message, code=error_code(exc))
         yield sse(exception_body(exc))
         yield sse("[DONE]")
         return

@@ -44,7 +44,7 @@ from groundproxy.guards.rewrite import Cited, footnote_block, render, rendered_t
 from groundproxy.guards.segments import Segment, SentenceSegmenter
 from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.errors import exception_body
+from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
@@ -230,7 +230,7 @@ async def sentence_events(
             state.sent.append(tail)
             yield out.chunk({"content": tail})
     except GroundproxyError as exc:
-        log.warning("sentence_stream_failed", error=exc.message, code=exc.code)
+        log.warning("sentence_stream_failed", error=exc.message, code=error_code(exc))
         yield sse(exception_body(exc))
         yield sse("[DONE]")
         return

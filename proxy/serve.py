@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from groundproxy.proxy.logs import configure_logging
 from groundproxy.proxy.settings import Settings
 
 
-def serve(host: str, port: int, policies: Path, data: Path, log_level: str = "info") -> int:
+def serve(settings: Settings) -> int:
     import uvicorn
 
     from groundproxy.proxy.app import create_app
 
-    configure_logging(log_level)
-    settings = Settings(host=host, port=port, policies=policies, data=data, log_level=log_level)
+    configure_logging(settings.log_level)
     app = create_app(settings)
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
+        host=settings.host,
+        port=settings.port,
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -1,4 +1,8 @@
-"""Process-wide settings, from flags, then ``GROUNDPROXY_*`` environment variables."""
+"""Process-wide settings, from flags, then ``GROUNDPROXY_*`` environment variables.
+
+The one place the server and the CLI read ``GROUNDPROXY_*`` (an empty variable counts as
+unset); other modules take what they need as arguments.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,16 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Server settings. Tenant behaviour lives in the policy files, not here."""
 
-    model_config = SettingsConfigDict(env_prefix="GROUNDPROXY_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="GROUNDPROXY_", extra="ignore", env_ignore_empty=True
+    )
 
     host: str = "127.0.0.1"
     port: int = 8080
     policies: Path = Path("policies")
     data: Path = Path("data")
+    # built verifier models (groundproxy models build); None: <data>/_models
+    models_dir: Path | None = None
     max_body_bytes: int = 1_048_576
     max_json_depth: int = 64
     embedder: str = "minilm"

@@ -1,17 +1,28 @@
-"""What the lifespan loads and the routes use, hung on ``app.state.gp``."""
+"""What the lifespan loads and the routes use, hung on ``app.state.gp``; the FastAPI
+dependencies that hand it to routes (``state: State``, ``services: Ready``, ``rid: RequestId``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated, NamedTuple
 
+from fastapi import Depends
 from starlette.requests import Request
 
-from groundproxy.guards.errors import ServiceUnavailableError
+from groundproxy.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.traces import TraceStores
+from groundproxy.proxy.trace_store import TraceStores
 from groundproxy.proxy.upstream import UpstreamClient
+
+
+class Services(NamedTuple):
+    """What a route needs once the server is ready."""
+
+    upstream: UpstreamClient
+    guard: GuardService
 
 
 @dataclass
@@ -24,12 +35,12 @@ class AppState:
     load_errors: list[str] = field(default_factory=list)
     traces: TraceStores | None = None  # multi-step traces (proxy.traces)
 
-    def require(self) -> tuple[UpstreamClient, GuardService]:
+    def require(self) -> Services:
         if not self.ready or self.upstream is None or self.guard is None:
             raise ServiceUnavailableError(
                 "groundproxy is still loading models and indexes; retry shortly"
             )
-        return self.upstream, self.guard
+        return Services(self.upstream, self.guard)
 
 
 def app_state(request: Request) -> AppState:
@@ -40,3 +51,22 @@ def app_state(request: Request) -> AppState:
 def request_id(request: Request) -> str:
     rid = request.scope.get("state", {}).get("request_id")
     return str(rid) if rid else ""
+
+
+# The dependencies are async so that FastAPI runs them in the request's task (a sync one
+# would take a worker thread for a dictionary lookup).
+async def _state(request: Request) -> AppState:
+    return app_state(request)
+
+
+async def _ready(request: Request) -> Services:
+    return app_state(request).require()
+
+
+async def _request_id(request: Request) -> str:
+    return request_id(request)
+
+
+State = Annotated[AppState, Depends(_state)]
+Ready = Annotated[Services, Depends(_ready)]  # 503 not_ready while still loading
+RequestId = Annotated[str, Depends(_request_id)]

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.retrieval.fsutil import sha256_file, write_durable
 
 CURRENT = "CURRENT"

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import BadRequestError, IndexStoreError
+from groundproxy.errors import BadRequestError, IndexStoreError
 from groundproxy.guards.types import Embedder, Evidence
 from groundproxy.retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo, DocumentRecord
 from groundproxy.retrieval.generations import (

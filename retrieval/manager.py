@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.generations import current_signature
 from groundproxy.retrieval.index_snapshot import TenantIndex

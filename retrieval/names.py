@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 
 MAX_NAME_CHARS = 255
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.retrieval.html_text import html_to_text
 from groundproxy.retrieval.names import sanitize_doc_id
 

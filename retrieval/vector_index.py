@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 
 Labels = npt.NDArray[np.int64]
 Scores = npt.NDArray[np.float32]

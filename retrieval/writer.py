@@ -17,11 +17,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from groundproxy.guards.errors import GroundproxyError, IndexStoreError
+from groundproxy.errors import GroundproxyError, IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo
 from groundproxy.retrieval.chunker import chunk_text
-from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, sha256_text, write_durable
+from groundproxy.retrieval.fsutil import (
+    fsync_dir,
+    fsync_file,
+    sha256_file,
+    sha256_text,
+    write_durable,
+)
 from groundproxy.retrieval.generations import (
     CHUNKS_FILE,
     CURRENT,

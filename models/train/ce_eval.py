@@ -1,7 +1,7 @@
 """Score the cross-encoder checkpoint on every eval file (context mode), as bench/accuracy.py.
 
     HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder --eval \
-        [--ckpt /work/ce-ckpt] [--limit 300] [--onnx] [--only q2 ...]
+        [--ckpt DIR] [--limit 300] [--onnx] [--only q2 ...]
 
 Each row's whole response is the claim, its own context the evidence (windowed by
 models.ce_window, as in training); P(supported) = P(entailment). Threshold: the one

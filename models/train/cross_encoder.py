@@ -1,9 +1,13 @@
 """Design (a): a three-label cross-encoder fine-tuned from all-MiniLM-L6-v2 (TRAIN data only).
 
     HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder \
-        [--out /work/ce-ckpt] [--minutes 40] [--steps N] [--data ../shared/data]
+        [--out DIR] [--minutes 40] [--steps N] [--data ../shared/data]
     HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder --eval \
-        [--ckpt /work/ce-ckpt] [--limit 300] [--onnx]
+        [--ckpt DIR] [--limit 300] [--onnx]
+
+The checkpoint folder (``--out`` when training, ``--ckpt`` when scoring) defaults to
+``ce-ckpt`` in groundproxy's cache (``$GROUNDPROXY_CACHE``, else ``~/.cache/groundproxy``),
+outside the repository.
 
 Data: the examples of models.train.prepare (every source of ``<data>/train`` capped,
 FactCC-style synthetic triples, split by context). Train batches are drawn with the
@@ -40,7 +44,6 @@ from groundproxy.models.train.fit import best_threshold, per_source_metrics
 from groundproxy.models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
 
 ID2LABEL = {0: "entailment", 1: "contradiction", 2: "neutral"}
-DEFAULT_OUT = Path("/work/ce-ckpt")
 CHUNK_BATCHES = 50
 
 
@@ -224,12 +227,21 @@ def train(args: argparse.Namespace) -> None:
     )
 
 
-def main() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def default_checkpoint() -> Path:
+    """``ce-ckpt`` in groundproxy's cache folder (never inside the repository)."""
+    from groundproxy.retrieval.onnx_embedder import cache_root
+
+    return cache_root() / "ce-ckpt"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    checkpoint = default_checkpoint()
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument(
+        "--out", type=Path, default=checkpoint,
+        help=f"where the checkpoint is saved (default {checkpoint})",
+    )
     ap.add_argument("--minutes", type=float, default=40.0)
     ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: time box)")
     ap.add_argument("--batch-size", type=int, default=32)
@@ -243,11 +255,20 @@ def main() -> None:
         help="also fine-tune the word embedding matrix (frozen by default: speed)",
     )
     ap.add_argument("--eval", action="store_true", help="score the eval files instead")
-    ap.add_argument("--ckpt", type=Path, default=DEFAULT_OUT)
+    ap.add_argument(
+        "--ckpt", type=Path, default=checkpoint,
+        help=f"the checkpoint --eval scores (default {checkpoint})",
+    )
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--onnx", action="store_true", help="also export + score int8 ONNX")
     ap.add_argument("--only", nargs="*", default=None)
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
     if args.eval:
         from groundproxy.models.train.ce_eval import run_eval
 

@@ -8,22 +8,22 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import structlog
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from groundproxy.guards.errors import BadRequestError
-from groundproxy.proxy.auth import admin_tenant_for
-from groundproxy.proxy.protocol import parse_json_body
-from groundproxy.proxy.routes.chat import read_body
-from groundproxy.proxy.state import app_state
+from groundproxy.errors import BadRequestError
+from groundproxy.proxy.auth import AdminTenant
+from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.state import Ready, State
 from groundproxy.retrieval.ingest import delete_documents, ingest_texts
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Doc(BaseModel):
@@ -42,7 +42,7 @@ class DeleteBody(BaseModel):
     ids: list[str] = Field(min_length=1, max_length=10_000)
 
 
-def _validate(model: type[BaseModel], data: dict[str, Any]) -> Any:
+def _validated(model: type[M], data: dict[str, Any]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -51,21 +51,23 @@ def _validate(model: type[BaseModel], data: dict[str, Any]) -> Any:
         raise BadRequestError(f"'{param}': {err['msg']}", param=param) from exc
 
 
-async def _json(request: Request) -> dict[str, Any]:
-    settings = app_state(request).settings
-    raw = await read_body(request, settings.max_body_bytes)
-    return parse_json_body(
-        raw, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
-    )
+async def _ingest_body(data: JsonBody) -> IngestBody:
+    return _validated(IngestBody, data)
+
+
+async def _delete_body(data: JsonBody) -> DeleteBody:
+    return _validated(DeleteBody, data)
+
+
+Ingest = Annotated[IngestBody, Depends(_ingest_body)]
+Delete = Annotated[DeleteBody, Depends(_delete_body)]
 
 
 @router.post("/v1/groundproxy/documents")
-async def add_documents(request: Request) -> dict[str, Any]:
-    state = app_state(request)
-    loaded = admin_tenant_for(request, state.policies)
-    structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    body: IngestBody = _validate(IngestBody, await _json(request))
-    _, guard = state.require()
+async def add_documents(
+    loaded: AdminTenant, body: Ingest, services: Ready, state: State
+) -> dict[str, Any]:
+    guard = services.guard
     docs = [(d.id, d.text) for d in body.documents]
     result = await anyio.to_thread.run_sync(
         lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, guard.embedder)
@@ -76,26 +78,20 @@ async def add_documents(request: Request) -> dict[str, Any]:
 
 
 @router.delete("/v1/groundproxy/documents")
-async def remove_documents(request: Request) -> dict[str, Any]:
-    state = app_state(request)
-    loaded = admin_tenant_for(request, state.policies)
-    structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    body: DeleteBody = _validate(DeleteBody, await _json(request))
-    _, guard = state.require()
+async def remove_documents(
+    loaded: AdminTenant, body: Delete, services: Ready, state: State
+) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(
         lambda: delete_documents(state.settings.data, loaded.policy.index_name, body.ids)
     )
-    guard.indexes.invalidate(loaded.policy.index_name)
+    services.guard.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_deleted", n=len(body.ids), version=result.version)
     return {"object": "groundproxy.delete", **dataclasses.asdict(result)}
 
 
 @router.get("/v1/groundproxy/documents")
-async def list_documents(request: Request) -> dict[str, Any]:
-    state = app_state(request)
-    loaded = admin_tenant_for(request, state.policies)
-    _, guard = state.require()
-    index = guard.indexes.get(loaded.policy.index_name)
+async def list_documents(loaded: AdminTenant, services: Ready) -> dict[str, Any]:
+    index = services.guard.indexes.get(loaded.policy.index_name)
     return {
         "object": "list",
         "version": index.version,

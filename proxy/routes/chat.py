@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.auth import tenant_for
+from groundproxy.proxy.auth import Tenant
+from groundproxy.proxy.body import ChatRequest
 from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
 from groundproxy.proxy.guarding import GuardService
-from groundproxy.proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
+from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.relay_stream import relay_events, relay_headers, wants_relay
 from groundproxy.proxy.sentence_stream import (
     open_sentence_stream,
@@ -23,43 +23,19 @@ from groundproxy.proxy.sentence_stream import (
     wants_sentence_mode,
 )
 from groundproxy.proxy.sse import completion_to_chunks
-from groundproxy.proxy.state import app_state, request_id
+from groundproxy.proxy.state import Ready, RequestId, State
 from groundproxy.proxy.traces import TraceRequest, record_step, trace_for
 from groundproxy.proxy.upstream import UpstreamClient
 
 router = APIRouter()
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """Read the body, refusing (413) as soon as it passes ``max_bytes``."""
-    from groundproxy.guards.errors import BodyTooLargeError
-
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise BodyTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise BodyTooLargeError(f"request body exceeds the limit of {max_bytes} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 @router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(request: Request) -> Response:
-    state = app_state(request)
-    loaded = tenant_for(request, state.policies)
-    structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    settings = state.settings
-    raw = await read_body(request, settings.max_body_bytes)
-    data = parse_json_body(
-        raw, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
-    )
-    req = parse_chat_request(data)
-    upstream, guard = state.require()
-    rid = request_id(request)
+async def chat_completions(
+    request: Request, loaded: Tenant, req: ChatRequest, services: Ready, state: State,
+    rid: RequestId,
+) -> Response:
+    upstream, guard = services
     trace = await trace_for(
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces
     )

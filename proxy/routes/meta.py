@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from groundproxy.proxy.auth import tenant_for
-from groundproxy.proxy.state import app_state
+from groundproxy.proxy.auth import Tenant
+from groundproxy.proxy.state import State
 
 router = APIRouter()
 
@@ -20,8 +20,7 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request) -> JSONResponse:
-    state = app_state(request)
+async def readyz(state: State) -> JSONResponse:
     body: dict[str, Any] = {
         "ready": state.ready,
         "tenants": state.policies.tenants(),
@@ -31,9 +30,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.get("/v1/models")
-async def list_models(request: Request) -> dict[str, Any]:
-    state = app_state(request)
-    loaded = tenant_for(request, state.policies)
+async def list_models(loaded: Tenant) -> dict[str, Any]:
     upstream = loaded.policy.upstream
     names = sorted(upstream.models) or [upstream.model]
     now = int(time.time())

@@ -15,28 +15,17 @@ from typing import Any
 import anyio
 import structlog
 from fastapi import APIRouter, Request
-from starlette.requests import Request as StarletteRequest
 
-from groundproxy.guards.errors import AuthenticationError, BadRequestError, NotFoundError
+from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.guards.trace_walk import final_step, walk_back
-from groundproxy.policies.loader import LoadedPolicy, PolicyStore
-from groundproxy.proxy.auth import bearer_key
-from groundproxy.proxy.state import app_state
+from groundproxy.proxy.auth import ReaderTenant
+from groundproxy.proxy.state import Ready, State
 from groundproxy.proxy.traces import TRACE_ID_RE
 from groundproxy.retrieval.chunk_store import DocumentRecord
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
 MAX_PASSAGE_CHARS = 100_000
-
-
-def reader_tenant_for(request: StarletteRequest, store: PolicyStore) -> LoadedPolicy:
-    """The caller's tenant from a normal or an admin key."""
-    key = bearer_key(request)
-    loaded = store.lookup_key(key) or store.lookup_admin_key(key)
-    if loaded is None:
-        raise AuthenticationError("incorrect API key provided: no tenant has this key")
-    return loaded
 
 
 def _int_param(request: Request, name: str) -> int | None:
@@ -76,12 +65,10 @@ def _passage(request: Request, doc: DocumentRecord) -> dict[str, Any] | None:
 
 
 @router.get("/v1/groundproxy/documents/{doc_id:path}")
-async def get_document(doc_id: str, request: Request) -> dict[str, Any]:
-    state = app_state(request)
-    loaded = reader_tenant_for(request, state.policies)
-    structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    _, guard = state.require()
-    index = guard.indexes.get(loaded.policy.index_name)
+async def get_document(
+    doc_id: str, request: Request, loaded: ReaderTenant, services: Ready
+) -> dict[str, Any]:
+    index = services.guard.indexes.get(loaded.policy.index_name)
     doc = await anyio.to_thread.run_sync(index.get_document, doc_id)
     if doc is None:
         raise NotFoundError(f"no document {doc_id[:120]!r} in this tenant's index")
@@ -106,11 +93,10 @@ async def get_document(doc_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/groundproxy/traces/{trace_id}")
-async def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
-    state = app_state(request)
-    loaded = reader_tenant_for(request, state.policies)
-    structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    _, guard = state.require()
+async def get_trace(
+    trace_id: str, loaded: ReaderTenant, services: Ready, state: State
+) -> dict[str, Any]:
+    guard = services.guard
     if not TRACE_ID_RE.match(trace_id):
         raise NotFoundError("no such trace for this tenant")
     traces = state.traces

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from groundproxy.guards.errors import GuardError
+from groundproxy.errors import GuardError
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import guard_context_row, run_guard, unverified_report
 from groundproxy.guards.types import Embedder, Evidence, EvidenceSource, Pair, Probs, Verifier

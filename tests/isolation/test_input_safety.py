@@ -12,7 +12,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.policies.keys import hash_key
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.retrieval.tenant_index import IndexManager, TenantIndex

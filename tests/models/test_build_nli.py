@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Pair
 from groundproxy.models.build import sha256_file
 from groundproxy.models.built_verifier import BuiltVerifier

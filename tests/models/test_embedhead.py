@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Pair
 from groundproxy.models.embedhead_verifier import MODEL_DIR, EmbedHeadVerifier, load_meta
 from groundproxy.models.features import N_FEATURES, featurize, split_sentences

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.errors import PolicyError
-from groundproxy.policies.keys import constant_time_equals, hash_key, is_key_hash, split_env_keys, verify_key
+from groundproxy.errors import PolicyError
+from groundproxy.policies.keys import (
+    constant_time_equals,
+    hash_key,
+    is_key_hash,
+    split_env_keys,
+    verify_key,
+)
 from groundproxy.policies.loader import LoadedPolicy, load_policy_file
 from groundproxy.policies.schema import (
     ActionsPolicy,

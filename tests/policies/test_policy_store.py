@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from groundproxy.guards.errors import PolicyError
+from groundproxy.errors import PolicyError
 from groundproxy.policies.keys import hash_key
 from groundproxy.policies.loader import PolicyStore
 

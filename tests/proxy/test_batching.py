@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from groundproxy.guards.errors import GuardError
+from groundproxy.errors import GuardError
 from groundproxy.models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.app import create_app

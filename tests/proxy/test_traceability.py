@@ -17,8 +17,8 @@ import yaml
 
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.calibration import write_calibration
-from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 from groundproxy.proxy.settings import Settings
+from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 from tests.conftest import ADMIN_KEYS, KEYS
 from tests.traces_pipeline import DOCS, PART_B, SCRIPT, step_messages
 

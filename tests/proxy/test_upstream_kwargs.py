@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.errors import UnknownModelError
+from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.upstream import resolve_model, upstream_kwargs
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval import onnx_embedder
 from groundproxy.retrieval.embedder import load_embedder, model_path

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.embedder import load_embedder, model_path
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.chunk_store import ChunkStore
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder

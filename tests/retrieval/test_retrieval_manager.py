@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.tenant_index import IndexManager

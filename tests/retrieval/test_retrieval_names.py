@@ -4,11 +4,16 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.names import sanitize_doc_id
-from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex, validate_doc_id, validate_tenant
+from groundproxy.retrieval.tenant_index import (
+    IndexWriter,
+    TenantIndex,
+    validate_doc_id,
+    validate_tenant,
+)
 
 BAD_TENANTS = ["", "..", ".", "../etc", "a/b", "/abs", ".hidden", "a\x00b", "x" * 256, "a b"]
 BAD_DOC_IDS = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.retrieval.html_text import html_to_text
 from groundproxy.retrieval.readers import read_documents
 from tests.retrieval.helpers import make_pdf

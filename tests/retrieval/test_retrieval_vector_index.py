@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.retrieval.vector_index import HnswVectorIndex
 
 

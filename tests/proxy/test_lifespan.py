@@ -1,0 +1,83 @@
+"""The lifespan opens every resource the app holds and closes each at shutdown; routes get
+the tenant, the ready services and the parsed body through FastAPI dependencies."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from groundproxy.errors import IndexStoreError, ModelLoadError
+from groundproxy.proxy.app import create_app
+from groundproxy.proxy.metrics import METRICS, route_label
+from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.state import AppState
+from tests.conftest import ADMIN_KEYS, KEYS
+
+
+async def test_shutdown_closes_trace_stores_and_tenant_indexes(
+    policies_dir: Path, data_dir: Path
+) -> None:
+    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    state: AppState = app.state.gp
+    async with app.router.lifespan_context(app):
+        assert state.ready and state.guard is not None and state.traces is not None
+        index = state.guard.indexes.get("acme")
+        assert index.documents()  # open and readable while serving
+        assert "acme" in state.guard.indexes.loaded()
+        store = state.traces.get("acme")
+        assert store.count() >= 0
+    assert not state.ready
+    assert state.guard.indexes.loaded() == []
+    with pytest.raises(IndexStoreError, match="closed database"):  # the cached index's
+        index.documents()
+    with pytest.raises(sqlite3.ProgrammingError):  # so is the tenant's trace store
+        store.count()
+
+
+async def test_startup_failure_still_closes_what_was_opened(
+    policies_dir: Path, tmp_path: Path
+) -> None:
+    """The policy watcher started before the models load; a load failure stops it again."""
+    app = create_app(Settings(policies=policies_dir, data=tmp_path, embedder="no-such"))
+    state: AppState = app.state.gp
+    with pytest.raises(ModelLoadError, match="no-such"):
+        async with app.router.lifespan_context(app):
+            pass
+    assert not state.ready
+    watchers = [t for t in threading.enumerate() if t.name == "groundproxy-policy-watcher"]
+    assert watchers == []
+
+
+def _requests(tenant: str, route: str, status: str) -> float:
+    value = METRICS.registry.get_sample_value(
+        "groundproxy_requests_total", {"tenant": tenant, "route": route, "status": status}
+    )
+    return value or 0.0
+
+
+async def test_list_documents_binds_the_tenant(policies_dir: Path, data_dir: Path) -> None:
+    """``GET /v1/groundproxy/documents`` used to skip the tenant binding: its requests were
+    counted (and logged) as tenant ``-``."""
+    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    route = route_label("/v1/groundproxy/documents")
+    before = _requests("acme", route, "200")
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+        transport=transport, base_url="http://gp"
+    ) as c:
+        resp = await c.get(
+            "/v1/groundproxy/documents", headers={"authorization": f"Bearer {ADMIN_KEYS['acme']}"}
+        )
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["data"]
+        # a tenant key is refused (403) before the route runs; no tenant is bound for it
+        denied = await c.get(
+            "/v1/groundproxy/documents", headers={"authorization": f"Bearer {KEYS['acme']}"}
+        )
+        assert denied.status_code == 403
+        assert denied.json()["error"]["type"] == "permission_error"
+    assert _requests("acme", route, "200") == before + 1
