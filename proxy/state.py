@@ -8,7 +8,9 @@ from starlette.requests import Request
 
 from groundproxy.guards.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
+from groundproxy.proxy.guard_build import GuardParts
 from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.traces import TraceStores
 from groundproxy.proxy.upstream import UpstreamClient
@@ -23,6 +25,8 @@ class AppState:
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)
     traces: TraceStores | None = None  # multi-step traces (proxy.traces)
+    metrics: Metrics = field(default_factory=Metrics)
+    parts: GuardParts | None = None  # embedder, indexes, verdict cache (proxy.guard_build)
 
     def require(self) -> tuple[UpstreamClient, GuardService]:
         if not self.ready or self.upstream is None or self.guard is None:
@@ -30,6 +34,13 @@ class AppState:
                 "groundproxy is still loading models and indexes; retry shortly"
             )
         return self.upstream, self.guard
+
+    def resources(self) -> GuardParts:
+        """The embedder, indexes and verdict cache the routes use (503 while loading)."""
+        self.require()
+        if self.parts is None:
+            raise ServiceUnavailableError("groundproxy is still loading models and indexes")
+        return self.parts
 
 
 def app_state(request: Request) -> AppState:

@@ -65,12 +65,12 @@ async def add_documents(request: Request) -> dict[str, Any]:
     loaded = admin_tenant_for(request, state.policies)
     structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
     body: IngestBody = _validate(IngestBody, await _json(request))
-    _, guard = state.require()
+    parts = state.resources()
     docs = [(d.id, d.text) for d in body.documents]
     result = await anyio.to_thread.run_sync(
-        lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, guard.embedder)
+        lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, parts.embedder)
     )
-    guard.indexes.invalidate(loaded.policy.index_name)
+    parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_ingested", n=len(docs), version=result.version)
     return {"object": "groundproxy.ingest", **dataclasses.asdict(result)}
 
@@ -81,11 +81,11 @@ async def remove_documents(request: Request) -> dict[str, Any]:
     loaded = admin_tenant_for(request, state.policies)
     structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
     body: DeleteBody = _validate(DeleteBody, await _json(request))
-    _, guard = state.require()
+    parts = state.resources()
     result = await anyio.to_thread.run_sync(
         lambda: delete_documents(state.settings.data, loaded.policy.index_name, body.ids)
     )
-    guard.indexes.invalidate(loaded.policy.index_name)
+    parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_deleted", n=len(body.ids), version=result.version)
     return {"object": "groundproxy.delete", **dataclasses.asdict(result)}
 
@@ -94,8 +94,8 @@ async def remove_documents(request: Request) -> dict[str, Any]:
 async def list_documents(request: Request) -> dict[str, Any]:
     state = app_state(request)
     loaded = admin_tenant_for(request, state.policies)
-    _, guard = state.require()
-    index = guard.indexes.get(loaded.policy.index_name)
+    parts = state.resources()
+    index = parts.indexes.get(loaded.policy.index_name)
     return {
         "object": "list",
         "version": index.version,

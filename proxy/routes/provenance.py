@@ -80,8 +80,8 @@ async def get_document(doc_id: str, request: Request) -> dict[str, Any]:
     state = app_state(request)
     loaded = reader_tenant_for(request, state.policies)
     structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    _, guard = state.require()
-    index = guard.indexes.get(loaded.policy.index_name)
+    parts = state.resources()
+    index = parts.indexes.get(loaded.policy.index_name)
     doc = await anyio.to_thread.run_sync(index.get_document, doc_id)
     if doc is None:
         raise NotFoundError(f"no document {doc_id[:120]!r} in this tenant's index")
@@ -110,7 +110,7 @@ async def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
     state = app_state(request)
     loaded = reader_tenant_for(request, state.policies)
     structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
-    _, guard = state.require()
+    parts = state.resources()
     if not TRACE_ID_RE.match(trace_id):
         raise NotFoundError("no such trace for this tenant")
     traces = state.traces
@@ -128,7 +128,7 @@ async def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
             raise NotFoundError("no such trace for this tenant")
         walk_nodes = {s: n.walk_node() for s, n in stored.items()}
         final = final_step(walk_nodes, own)
-        found = walk_back(walk_nodes, final, guard.embedder.encode) if final else []
+        found = walk_back(walk_nodes, final, parts.embedder.encode) if final else []
         ordered = sorted(stored.values(), key=lambda n: (n.created, n.step_id))
         return {
             "object": "groundproxy.trace",
