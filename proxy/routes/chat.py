@@ -114,10 +114,10 @@ async def _incremental_response(
 
     if not loaded.policy.guard:
         events = relay_events(req, loaded, stream, step_id, on_report)
+        headers = response_headers("relay", loaded.policy_id, step_id, rid)
     else:
         events = sentence_events(req, loaded, stream, guard, step_id, on_report)
-    mode = "sentence" if loaded.policy.guard else "relay"
-    headers = response_headers(mode, loaded.policy_id, step_id, rid)
+        headers = response_headers("sentence", loaded.policy_id, step_id, rid)
     return StreamingResponse(
         events, media_type="text/event-stream", headers={**headers, **NO_BUFFERING}
     )
