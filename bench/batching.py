@@ -26,8 +26,9 @@ import structlog
 
 from groundproxy.guards.cache import VerdictCache
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.guarding import GuardService
-from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.settings import Settings
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -42,9 +43,9 @@ def rows(n: int) -> list[tuple[str, str, str]]:
     return out
 
 
-def batch_means() -> dict[str, tuple[float, float]]:
+def batch_means(metrics: Metrics) -> dict[str, tuple[float, float]]:
     got: dict[str, dict[str, float]] = {}
-    for metric in METRICS.registry.collect():
+    for metric in metrics.registry.collect():
         for s in metric.samples:
             if s.name.startswith("groundproxy_batch_size_") and "model" in s.labels:
                 got.setdefault(s.labels["model"], {})[s.name.rsplit("_", 1)[1]] = s.value
@@ -55,8 +56,8 @@ def run(service: GuardService, verifier: str, data: list[tuple[str, str, str]],
         concurrency: int) -> dict[str, float]:
     policy = local_policy("bench", verifier={"model": verifier}, latency_budget_ms=600_000)
     lat: list[float] = []
-    service.verdict_cache = VerdictCache()  # every run scores every pair
-    before = batch_means()
+    service.parts.verdict_cache = VerdictCache()  # every run scores every pair
+    before = batch_means(service.parts.metrics)
 
     async def main() -> None:
         limit = anyio.Semaphore(concurrency)
@@ -75,7 +76,7 @@ def run(service: GuardService, verifier: str, data: list[tuple[str, str, str]],
     t = time.perf_counter()
     anyio.run(main)
     wall = time.perf_counter() - t
-    after = batch_means()
+    after = batch_means(service.parts.metrics)
     out = {"answers_per_s": len(data) / wall, "p50_ms": float(np.percentile(lat, 50)) * 1000,
            "p95_ms": float(np.percentile(lat, 95)) * 1000}
     for m in ("embedder", "verifier"):
@@ -107,7 +108,10 @@ def main() -> None:
           f"machine); {len(data)} halueval-qa answers, {args.concurrency} concurrent guards, "
           f"embedder {embedder.name} (onnxruntime)", flush=True)
     with tempfile.TemporaryDirectory() as d:
-        services = {w: GuardService(Path(d), embedder, batch_window_ms=w) for w in windows}
+        services = {
+            w: build_guard(Settings(data=Path(d), batch_window_ms=w), embedder=embedder)
+            for w in windows
+        }
         for verifier in args.verifiers.split(","):
             for s in services.values():
                 s.warm_up([verifier])

@@ -51,9 +51,10 @@ from groundproxy.guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
 from groundproxy.guards.pipeline import run_guard
 from groundproxy.guards.sentences import sentence_spans
 from groundproxy.guards.types import GuardReport, Pair, Verifier
-from groundproxy.models.registry import VerifierRegistry
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.evaluate import Row, read_rows
+from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.settings import Settings
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
 FILES = ("halueval-qa", "halueval-dialogue", "halueval-summarization")
@@ -97,8 +98,9 @@ def _share(xs: list[bool]) -> float:
 
 
 def bench_file(
-    path: Path, limit: int, policy: Policy, verifier: Verifier, embedder: Any
+    path: Path, limit: int, policy: Policy, guard: GuardService | None, verifier: Verifier
 ) -> dict[str, Any]:
+    """``guard`` None: the pure pipeline without an embedder (TF-IDF ranks the evidence)."""
     rows = read_rows(path, 2 * limit)
     lexical = LexicalVerifier()
     out: dict[str, list[bool]] = {
@@ -110,15 +112,21 @@ def bench_file(
     }  # fmt: skip
     started = time.perf_counter()
     for row in rows:
-        report = run_guard(
-            row.response,
-            question=row.query,
-            context_messages=[("context", row.context)],
-            policy=policy,
-            verifier=verifier,
-            embedder=embedder,
-            index=None,
-        )
+        context = [("context", row.context)]
+        if guard is not None:  # the served path, as `groundproxy eval` / `calibrate` use it
+            report = guard.guard_sync(
+                row.response, row.query, context, policy, index=None, cache=False
+            )
+        else:
+            report = run_guard(
+                row.response,
+                question=row.query,
+                context_messages=context,
+                policy=policy,
+                verifier=verifier,
+                embedder=None,
+                index=None,
+            )
         changed = content_changed(report)
         if not changed:
             out["drift"].append(strip_marks(report.text, policy).rstrip() != row.response.rstrip())
@@ -195,16 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-embedder", action="store_true", help="rank evidence by TF-IDF only")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    from groundproxy.retrieval.embedder import load_embedder
-
-    embedder = None if args.no_embedder else load_embedder()
-    verifier = VerifierRegistry().get(args.verifier)
+    guard = build_guard(Settings(batch_window_ms=0))
+    verifier = guard.verifier(args.verifier)
     policy = bench_policy(args.verifier)
     results = []
     for name in args.files.split(","):
         print(f"… {name}", file=sys.stderr, flush=True)
-        results.append(bench_file(args.data / f"{name}.jsonl", args.limit, policy, verifier,
-                                  embedder))
+        path = args.data / f"{name}.jsonl"
+        results.append(
+            bench_file(path, args.limit, policy, None if args.no_embedder else guard, verifier)
+        )
     results.append(pooled(results))
     print_table(results, verifier.name)
     if args.out:

@@ -1,4 +1,5 @@
-"""One guarded answer: decompose → evidence → rules → ONE verifier batch → decide → rewrite.
+"""One guarded answer: :func:`run_guard` = :func:`guards.stages.verify` (decompose →
+evidence → rules → ONE verifier batch) then :func:`guards.stages.apply` (decide → rewrite).
 
 Rules run before the verifier because they need only texts, and a value mismatch yields
 a correction; each correction is scored against the evidence it came from in the same
@@ -23,31 +24,18 @@ the claim itself.
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from groundproxy.guards.claims import decompose
 from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
-from groundproxy.guards.decide import (
-    answer_action,
-    below_floor,
-    contradiction_bar,
-    decide_claim,
-    resolve_threshold,
-    trust_score,
-)
-from groundproxy.guards.errors import GroundproxyError, GuardError
-from groundproxy.guards.rewrite import render
-from groundproxy.guards.rules import RuleResult, check_claim
+from groundproxy.guards.errors import GuardError
+from groundproxy.guards.failures import unverified_report
+from groundproxy.guards.stages import EvidenceFn, apply, verify
 from groundproxy.guards.types import (
     Claim,
-    ClaimResult,
     Embedder,
     Evidence,
     EvidenceSource,
     GuardReport,
-    Pair,
-    Probs,
     Verifier,
 )
 from groundproxy.policies.schema import Policy
@@ -61,8 +49,6 @@ def search_text(claim: str, question: str | None) -> str:
     if question and len(claim.split()) <= SHORT_CLAIM_WORDS:
         return f"{question.strip()} {claim}"
     return claim
-
-EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
 
 
 def _merge(a: Sequence[Evidence], b: Sequence[Evidence]) -> list[Evidence]:
@@ -127,79 +113,6 @@ def gather_evidence(
     return per_claim
 
 
-def _guard(
-    answer: str,
-    question: str | None,
-    policy: Policy,
-    verifier: Verifier,
-    evidence_for: EvidenceFn,
-    threshold: float | None,
-) -> GuardReport:
-    started = time.perf_counter()
-    try:
-        claims = decompose(answer)
-        evidence = evidence_for(claims)
-        rules: list[RuleResult] = [
-            check_claim(c.text, [e.text for e in ev], policy.rules)
-            for c, ev in zip(claims, evidence, strict=True)
-        ]
-        pairs: list[Pair] = []
-        owners: list[tuple[int, int]] = []  # (claim index, evidence index or -1 = correction)
-        for i, (claim, ev) in enumerate(zip(claims, evidence, strict=True)):
-            for j, e in enumerate(ev):
-                pairs.append(Pair(claim=claim.text, evidence=e.text, question=question))
-                owners.append((i, j))
-            rule = rules[i]
-            if rule.correction is not None and rule.evidence_index is not None:
-                source = ev[rule.evidence_index].text
-                pairs.append(Pair(claim=rule.correction, evidence=source, question=question))
-                owners.append((i, -1))
-        scored = verifier.score(pairs) if pairs else []
-    except GroundproxyError:
-        raise
-    except Exception as exc:  # a backend failed: the proxy applies on_guard_error
-        raise GuardError(f"guard failed: {type(exc).__name__}: {exc}") from exc
-    if len(scored) != len(pairs):
-        raise GuardError(f"verifier {verifier.name!r} returned {len(scored)} for {len(pairs)}")
-
-    probs: list[list[Probs]] = [[] for _ in claims]
-    corrections: dict[int, Probs] = {}
-    for (i, j), p in zip(owners, scored, strict=True):
-        if j < 0:
-            corrections[i] = p
-        else:
-            probs[i].append(p)
-    tau = resolve_threshold(policy, threshold)
-    bar = contradiction_bar(verifier)
-    results: list[ClaimResult] = [
-        decide_claim(
-            claim,
-            evidence[i],
-            probs[i],
-            rules[i],
-            threshold=tau,
-            max_uncertainty=policy.verifier.max_uncertainty,
-            correction_probs=corrections.get(i),
-            contradiction_min=bar,
-        )
-        for i, claim in enumerate(claims)
-    ]
-    trust = trust_score(results)
-    rendered = render(answer, results, policy, answer_action(results, policy))
-    if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
-        rendered = render(answer, results, policy, "block")
-    return GuardReport(
-        original=answer,
-        text=rendered.text,
-        claims=results,
-        trust=trust if rendered.trust is None else rendered.trust,
-        action=rendered.action,
-        blocked=rendered.blocked,
-        latency_ms=(time.perf_counter() - started) * 1000.0,
-        verifier=verifier.name,
-    )
-
-
 def run_guard(
     answer: str,
     *,
@@ -217,77 +130,30 @@ def run_guard(
     name them in ``request:<role>#<i>``). ``threshold`` overrides the policy's (needed
     when it says "calibrated"). Backend failures raise :class:`GuardError`.
     """
+    verified = verify(
+        answer,
+        question=question,
+        policy=policy,
+        verifier=verifier,
+        evidence_for=evidence_fn(context_messages, policy, embedder, index, question),
+        threshold=threshold,
+    )
+    return apply(verified, policy)
+
+
+def evidence_fn(
+    context_messages: Sequence[tuple[str, str]],
+    policy: Policy,
+    embedder: Embedder | None,
+    index: EvidenceSource | None,
+    question: str | None,
+) -> EvidenceFn:
+    """:func:`gather_evidence` bound to one request, for :func:`guards.stages.verify`."""
 
     def evidence_for(claims: Sequence[Claim]) -> list[list[Evidence]]:
         return gather_evidence(claims, context_messages, policy, embedder, index, question)
 
-    return _guard(answer, question, policy, verifier, evidence_for, threshold)
+    return evidence_for
 
 
-def guard_context_row(
-    context: str,
-    query: str | None,
-    response: str,
-    policy: Policy,
-    verifier: Verifier,
-    embedder: Embedder | None,
-    threshold: float | None = None,
-) -> GuardReport:
-    """Closed-domain check of one eval row: ``context`` is the only evidence.
-
-    The context is cut into sentence windows (doc ``request:context#0``) and each claim
-    keeps its ``retrieval.top_k`` best windows whatever their score.
-    """
-    candidates = context_evidence([("context", context)])
-
-    def evidence_for(claims: Sequence[Claim]) -> list[list[Evidence]]:
-        if not claims or not candidates:
-            return [[] for _ in claims]
-        vectors = cand_vectors = None
-        if embedder is not None:
-            vectors = embedder.encode([c.text for c in claims])
-            cand_vectors = embedder.encode([e.text for e in candidates])
-        return select_evidence(
-            claims, vectors, candidates, cand_vectors, policy.retrieval.top_k, -1.0
-        )
-
-    return _guard(response, query, policy, verifier, evidence_for, threshold)
-
-
-def unverified_report(
-    answer: str, policy: Policy, reason: str, *, latency_ms: float = 0.0, verifier: str = ""
-) -> GuardReport:
-    """The report for an answer that could not be verified (budget exceeded, guard error,
-    guard disabled): text unchanged, T = 0.0, action "unverified", ``unverified`` True.
-
-    The claims (when the answer can still be decomposed) carry verdict "unverifiable",
-    action "unverified" and ``reason`` as explanation. Whether to block instead
-    (``on_guard_error: block``) is the caller's decision; ``policy`` is not consulted.
-    """
-    del policy
-    try:
-        claims = decompose(answer)
-    except Exception:  # the error path must not fail in turn
-        claims = []
-    unknown = Probs(0.0, 0.0, 1.0)
-    results = [
-        ClaimResult(
-            claim=c,
-            verdict="unverifiable",
-            probs=unknown,
-            uncertainty=unknown.uncertainty(),
-            action="unverified",
-            explanation=reason,
-        )
-        for c in claims
-    ]
-    return GuardReport(
-        original=answer,
-        text=answer,
-        claims=results,
-        trust=0.0,
-        action="unverified",
-        unverified=True,
-        latency_ms=latency_ms,
-        verifier=verifier,
-    )
+__all__ = ["evidence_fn", "gather_evidence", "run_guard", "search_text", "unverified_report"]

@@ -28,8 +28,8 @@ import numpy.typing as npt
 
 from groundproxy.guards.errors import ModelLoadError
 from groundproxy.guards.types import VERDICTS, Pair, Probs
-from groundproxy.models.features import clip_claim
 from groundproxy.models.ce_window import select_evidence
+from groundproxy.models.features import clip_claim
 
 BUILD_FILE = "build.json"
 Variant = Literal["int8", "fp32"]

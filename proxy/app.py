@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from groundproxy.errors import GroundproxyError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.errors import install_error_handlers
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.metrics import MetricsMiddleware
 from groundproxy.proxy.middleware import RequestIdMiddleware
 from groundproxy.proxy.routes import admin, chat, meta, provenance
@@ -27,17 +27,9 @@ log = structlog.get_logger(__name__)
 
 
 def _load_resources(state: AppState) -> None:
-    from groundproxy.retrieval.embedder import load_embedder
-
-    settings = state.settings
     state.upstream = UpstreamClient()
-    guard = GuardService(
-        settings.data,
-        load_embedder(settings.embedder),
-        batch_window_ms=settings.batch_window_ms,
-        batch_max=settings.batch_max,
-    )
-    state.guard = guard  # before loading more: the lifespan closes it if that fails
+    guard = build_guard(state.settings, metrics=state.metrics)
+    state.guard, state.parts = guard, guard.parts  # before loading more: closed if that fails
     tenants = state.policies.tenants()
     verifier_names = sorted(
         {p.policy.verifier.model for t in tenants if (p := state.policies.get(t)) is not None}
@@ -46,7 +38,7 @@ def _load_resources(state: AppState) -> None:
     index_names = sorted(
         {p.policy.index_name for t in tenants if (p := state.policies.get(t)) is not None}
     )
-    state.load_errors.extend(guard.indexes.preload(index_names))
+    state.load_errors.extend(guard.parts.indexes.preload(index_names))
 
 
 def _open_policies(state: AppState, resources: ExitStack) -> None:
@@ -111,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(provenance.router)
     app.include_router(metrics_route.router)
-    app.add_middleware(MetricsMiddleware)  # inside RequestIdMiddleware: sees the tenant
+    # inside RequestIdMiddleware: sees the tenant
+    app.add_middleware(MetricsMiddleware, metrics=app.state.gp.metrics)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -49,12 +49,13 @@ import structlog
 
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.errors import BadRequestError
-from groundproxy.guards.pipeline import guard_context_row
-from groundproxy.guards.types import Embedder, EvidenceSource, Verifier
+from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.calibration import write_calibration
 from groundproxy.proxy.evaluate import Row, eval_policy, read_rows
+from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.settings import Settings
 
 log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
@@ -71,12 +72,14 @@ def split_rows(
     return order[:cut], order[cut:]
 
 
-def answer_score(
-    row: Row, policy: Policy, verifier: Verifier, embedder: Embedder
-) -> float:
-    """The largest threshold at which the whole answer is accepted (module docstring)."""
-    report = guard_context_row(
-        row.context, row.query, row.response, policy, verifier, embedder, threshold=0.0
+def answer_score(row: Row, policy: Policy, guard: GuardService) -> float:
+    """The largest threshold at which the whole answer is accepted (module docstring).
+
+    The row is guarded by the served path (the row's context as the request's only
+    evidence: same evidence floor, short claims searched with the question)."""
+    context = [("context", row.context)]
+    report = guard.guard_sync(
+        row.response, row.query, context, policy, index=None, threshold=0.0, cache=False
     )
     if not report.claims:
         return 1.0
@@ -230,8 +233,6 @@ def calibrate(
     limit: int | None = None, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the calibration and write the tenant's calibration file; returns its content."""
-    from groundproxy.models.registry import VerifierRegistry
-    from groundproxy.retrieval.embedder import load_embedder
     from groundproxy.retrieval.names import validate_tenant
     from groundproxy.retrieval.tenant_index import TenantIndex
 
@@ -241,18 +242,19 @@ def calibrate(
     policy, policy_source = _tenant_policy(policies, tenant, verifier_name)
     rows = read_rows(path, limit)
     cal, held = split_rows(rows, cal_fraction, seed)
-    embedder = load_embedder()
-    verifier = VerifierRegistry().get(policy.verifier.model)
-    started = time.perf_counter()
-    say(f"scoring {len(rows)} answers with '{verifier.name}' …")
-    cache: dict[str, float] = {}
+    with build_guard(Settings(data=data, batch_window_ms=0)) as guard:
+        embedder = guard.parts.embedder
+        verifier = guard.verifier(policy.verifier.model)
+        started = time.perf_counter()
+        say(f"scoring {len(rows)} answers with '{verifier.name}' …")
+        cache: dict[str, float] = {}
 
-    def score(r: Row) -> float:
-        if r.id not in cache:
-            cache[r.id] = answer_score(r, policy, verifier, embedder)
-        return cache[r.id]
+        def score(r: Row) -> float:
+            if r.id not in cache:
+                cache[r.id] = answer_score(r, policy, guard)
+            return cache[r.id]
 
-    result = calibrate_verifier(cal, held, alpha, score, 0.6)
+        result = calibrate_verifier(cal, held, alpha, score, 0.6)
     top_k = policy.retrieval.top_k
     with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
         if any(r.gold_doc for r in rows):

@@ -9,11 +9,12 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.report import report_body, report_headers
+from groundproxy.guards.report import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.guarding import GuardService
-from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.headers import response_headers
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.traces import TraceRequest, record_step
 from groundproxy.proxy.upstream import UpstreamClient, resolve_model
@@ -44,6 +45,7 @@ async def guarded_completion(
     loaded: LoadedPolicy,
     upstream: UpstreamClient,
     guard: GuardService,
+    metrics: Metrics,
     request_id: str,
     stream_upstream: bool = False,
     trace: TraceRequest | None = None,
@@ -55,7 +57,7 @@ async def guarded_completion(
     answer = await upstream.complete(
         policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
     )
-    METRICS.observe_upstream(policy.tenant, answer.seconds)
+    metrics.observe_upstream(policy.tenant, answer.seconds)
     body = answer.body
     body["model"] = req.model
     question = req.question()
@@ -81,13 +83,14 @@ async def guarded_completion(
     report.latency_ms = guard_ms
     step_id = new_step_id()
     body["groundproxy"] = report_body(report, loaded.policy_id)
-    headers = report_headers(report, loaded.policy_id, step_id, request_id)
+    trace_id = None
     if trace is not None:  # multi-step traces: store this generation as a DAG node
         trace_id = await record_step(
             trace, step_id, request_id, loaded.policy_id, question, context, report
         )
-        if trace_id is not None:
-            headers["x-groundproxy-trace-id"] = trace_id
+    headers = response_headers(
+        "buffer", loaded.policy_id, step_id, request_id, report=report, trace_id=trace_id
+    )
     log.info(
         "guarded",
         action=report.action,

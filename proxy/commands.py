@@ -40,12 +40,10 @@ def check(
     embedder_name: str = "minilm",
 ) -> int:
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
-    from groundproxy.guards.pipeline import run_guard
     from groundproxy.guards.report import report_body
-    from groundproxy.models.registry import VerifierRegistry, models_dir_for
     from groundproxy.policies.loader import PolicyStore
-    from groundproxy.proxy.calibration import CalibrationCache
-    from groundproxy.retrieval.tenant_index import TenantIndex
+    from groundproxy.proxy.guarding import build_guard
+    from groundproxy.proxy.settings import Settings
 
     store = PolicyStore(policies)
     for err in store.load():
@@ -53,27 +51,17 @@ def check(
     loaded = store.get(tenant)
     if loaded is None:
         raise NotFoundError(f"no policy for tenant '{tenant}' in {policies}")
-    policy = loaded.policy
     context: list[tuple[str, str]] = []
     if context_file is not None:
         try:
             context.append(("user", context_file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
-    embedder = load_embedder(embedder_name)
-    index = TenantIndex.open(data, policy.index_name)
-    verifier = VerifierRegistry(models_dir_for(data)).get(policy.verifier.model)
-    report = run_guard(
-        answer,
-        question=question,
-        context_messages=context,
-        policy=policy,
-        verifier=verifier,
-        embedder=embedder,
-        index=index if index.count > 0 else None,
-        # verifier.threshold: calibrated → the tenant's calibration file (an error without it)
-        threshold=CalibrationCache(data).threshold_for(policy, verifier.name),
-    )
+    # The served path: the tenant's index, its calibrated threshold when the policy says so.
+    with build_guard(
+        Settings(data=data, policies=policies, batch_window_ms=0, embedder=embedder_name)
+    ) as guard:
+        report = guard.guard_sync(answer, question, context, loaded.policy, cache=False)
     print(json.dumps(report_body(report, loaded.policy_id), indent=2, ensure_ascii=False))
     return 0
 

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from groundproxy.guards.errors import BadRequestError
-from groundproxy.guards.pipeline import run_guard
-from groundproxy.guards.types import Embedder, EvidenceSource, Verifier
-from groundproxy.models.registry import VerifierRegistry
+from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.schema import Policy, local_policy
+from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -92,23 +92,18 @@ def metrics(labels: Sequence[int], preds: Sequence[int], scores: Sequence[float]
 def score_rows(
     rows: Sequence[Row],
     policy: Policy,
-    verifier: Verifier,
-    embedder: Embedder,
+    guard: GuardService,
     index: EvidenceSource | None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
+    """Each row guarded by the served path: ``index`` (index mode), else the row's context
+    as the request's only evidence (context mode)."""
     labels, preds, scores = [], [], []
     started = time.perf_counter()
     for i, row in enumerate(rows):
         context = [("context", row.context)] if index is None else []
-        report = run_guard(
-            row.response,
-            question=row.query,
-            context_messages=context,
-            policy=policy,
-            verifier=verifier,
-            embedder=embedder,
-            index=index,
+        report = guard.guard_sync(
+            row.response, row.query, context, policy, index=index, cache=False
         )
         hallucinated = any(c.verdict != "supported" for c in report.claims) or not report.claims
         labels.append(row.label)
@@ -119,7 +114,7 @@ def score_rows(
     elapsed = time.perf_counter() - started
     out = metrics(labels, preds, scores)
     out["ms_per_example"] = round(1000.0 * elapsed / len(rows), 2)
-    out["verifier"] = verifier.name
+    out["verifier"] = guard.verifier(policy.verifier.model).name
     return out
 
 
@@ -142,25 +137,20 @@ def evaluate(
     limit: int | None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
-    from groundproxy.retrieval.embedder import load_embedder
-
     rows = read_rows(path, limit)
-    embedder = load_embedder()
-    registry = VerifierRegistry()
-    verifier = registry.get(verifier_name)
-    baseline = registry.get("lexical")
-    with tempfile.TemporaryDirectory(prefix="gp-eval-") as tmp:
+    with build_guard(Settings()) as guard, tempfile.TemporaryDirectory(prefix="gp-eval-") as tmp:
+        verifier = guard.verifier(verifier_name)
         index = None
         if mode == "index":
             log(f"ingesting {len(rows)} contexts into a temporary index …")
-            index = _build_index(rows, embedder, Path(tmp))
+            index = _build_index(rows, guard.parts.embedder, Path(tmp))
         log(f"scoring {len(rows)} rows with '{verifier.name}' ({mode} mode) …")
-        result = score_rows(rows, eval_policy(verifier_name, mode), verifier, embedder, index)
-        if baseline is verifier:
+        result = score_rows(rows, eval_policy(verifier_name, mode), guard, index)
+        if guard.verifier("lexical") is verifier:
             base = dict(result)
         else:
             log("scoring the lexical baseline …")
-            base = score_rows(rows, eval_policy("lexical", mode), baseline, embedder, index)
+            base = score_rows(rows, eval_policy("lexical", mode), guard, index)
     result.update(file=str(path), mode=mode, baseline=base)
     return result
 

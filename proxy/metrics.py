@@ -1,4 +1,4 @@
-"""Prometheus metrics (prometheus-client), one registry per process.
+"""Prometheus metrics (prometheus-client), one registry per app (no module global).
 
 What is measured:
 
@@ -99,7 +99,7 @@ class _CacheCollector(Collector):
 
 
 class Metrics:
-    """The process's metrics; ``METRICS`` is the one the app uses."""
+    """The app's metrics: made by ``create_app`` (``AppState.metrics``), passed to who records."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -162,16 +162,14 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-METRICS = Metrics()
-
 
 class MetricsMiddleware:
     """Pure ASGI: counts every request by tenant (bound by the route into structlog's
     contextvars), route label and status; times it until the last body byte."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
-        self.metrics = metrics or METRICS
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from groundproxy.guards.errors import GroundproxyError
-from groundproxy.guards.pipeline import unverified_report
+from groundproxy.guards.failures import disabled_report
 from groundproxy.guards.report import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
@@ -36,7 +36,6 @@ from groundproxy.proxy.upstream import UpstreamStream
 
 log = structlog.get_logger(__name__)
 
-REASON = "guard disabled by policy"
 _TOOL_FIELDS = ("tools", "tool_choice", "functions", "function_call")
 
 
@@ -47,18 +46,6 @@ def wants_relay(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
     single = n is None or (isinstance(n, int) and n <= 1)
     tools = any(extra.get(f) is not None for f in _TOOL_FIELDS)
     return req.stream and not loaded.policy.guard and single and not tools
-
-
-def relay_headers(policy_id: str, step_id: str, request_id: str) -> dict[str, str]:
-    return {
-        "x-groundproxy-trust": "0.00",
-        "x-groundproxy-action": "unverified",
-        "x-groundproxy-policy": policy_id,
-        "x-groundproxy-latency-ms": "0",
-        "x-groundproxy-step-id": step_id,
-        "x-groundproxy-stream": "relay",
-        "x-request-id": request_id,
-    }
 
 
 async def relay_events(
@@ -92,7 +79,7 @@ async def relay_events(
         return
     finally:
         await stream.aclose()
-    report: GuardReport = unverified_report("".join(text), loaded.policy, REASON)
+    report: GuardReport = disabled_report("".join(text), loaded.policy)
     if on_report is not None:
         await on_report(report)
     last = out.last(out.finish or "stop", report_body(report, loaded.policy_id))

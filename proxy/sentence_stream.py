@@ -30,19 +30,17 @@ Only choice 0 is guarded sentence by sentence; requests with ``n > 1`` use buffe
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
 
-from groundproxy.guards.decide import answer_action, below_floor
 from groundproxy.guards.errors import GroundproxyError
 from groundproxy.guards.report import report_body
-from groundproxy.guards.rewrite import Cited, footnote_block, render, rendered_trust
 from groundproxy.guards.segments import Segment, SentenceSegmenter
-from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
+from groundproxy.guards.stages import Verified
+from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService
@@ -52,10 +50,6 @@ from groundproxy.proxy.upstream import StreamDelta, UpstreamClient, UpstreamStre
 
 log = structlog.get_logger(__name__)
 
-_STRENGTH: dict[AnswerAction, int] = {
-    "none": 0, "annotate": 1, "flag": 2, "rewrite": 3, "unverified": 4, "block": 5
-}  # fmt: skip
-
 
 def wants_sentence_mode(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
     """Sentence mode: a streamed request, a guarded policy with ``stream: sentence``, n ≤ 1."""
@@ -64,17 +58,9 @@ def wants_sentence_mode(req: ChatCompletionRequest, loaded: LoadedPolicy) -> boo
     return req.stream and loaded.policy.stream == "sentence" and loaded.policy.guard and single
 
 
-def up_front_headers(policy_id: str, step_id: str, request_id: str) -> dict[str, str]:
-    return {
-        "x-request-id": request_id,
-        "x-groundproxy-policy": policy_id,
-        "x-groundproxy-step-id": step_id,
-        "x-groundproxy-stream": "sentence",
-    }
-
-
 class SentenceGuard:
-    """State of one sentence-mode answer: segments in, SSE text out, the report at the end."""
+    """One sentence-mode answer: each segment verified (the I/O: a worker thread, the
+    budget) and handed to :class:`guards.streamed.StreamedAnswer`, which applies the policy."""
 
     def __init__(
         self,
@@ -83,99 +69,26 @@ class SentenceGuard:
         question: str | None,
         context: list[tuple[str, str]],
     ) -> None:
-        self.loaded = loaded
         self.policy = loaded.policy
         self.guard = guard
         self.question = question
         self.context = context
-        self.cited: Cited = {}
-        self.results: list[ClaimResult] = []
-        self.original: list[str] = []
-        self.sent: list[str] = []
-        self.action: AnswerAction = "none"
-        self.blocked = False
-        self.unverified = False
-        self.guard_ms = 0.0
-        self.verifier = ""
-
-    def _raise_action(self, action: AnswerAction) -> None:
-        if _STRENGTH[action] > _STRENGTH[self.action]:
-            self.action = action
-
-    def _block(self) -> str:
-        self.blocked = True
-        self.action = "block"
-        for r in self.results:
-            if r.action in ("kept", "flagged", "annotated", "corrected", "removed"):
-                r.action = "blocked"
-        refusal = self.policy.actions.refusal
-        return ("\n\n" if self.sent else "") + refusal
+        self.answer = StreamedAnswer(loaded.policy)
 
     async def piece(self, seg: Segment) -> str:
         """The text to send for one segment ("" when it is withheld)."""
-        self.original.append(seg.text)
-        if self.blocked:
-            return ""
-        if not seg.verify or not any(ch.isalnum() for ch in seg.text):
-            return seg.text
+        state = self.answer
+        if state.blocked or not seg.verify or not any(ch.isalnum() for ch in seg.text):
+            return state.passthrough(seg.text)
         started = time.perf_counter()
-        report = await self.guard.guard(seg.text, self.question, self.context, self.policy)
-        self.guard_ms += (time.perf_counter() - started) * 1000.0
-        self.verifier = report.verifier or self.verifier
-        shifted = [
-            dataclasses.replace(
-                r,
-                claim=Claim(r.claim.text, (r.claim.span[0] + seg.offset,
-                                           r.claim.span[1] + seg.offset)),
-            )
-            for r in report.claims
-        ]
-        if report.unverified:
-            self.unverified = True
-            self.results.extend(shifted)
-            if report.blocked:
-                return self._block()
-            self._raise_action("unverified")
-            return seg.text
-        local = [dataclasses.replace(r) for r in report.claims]
-        action = answer_action(local, self.policy)
-        if action == "block":
-            self.results.extend(shifted)
-            return self._block()
-        rendered = render(seg.text, local, self.policy, action, cited=self.cited, segment=True)
-        for r, loc in zip(shifted, local, strict=True):
-            r.action = loc.action
-        self.results.extend(shifted)
-        if below_floor(self.results, self.policy, rendered_trust(self.results)):
-            return self._block()
-        self._raise_action(action)
-        return rendered.text
-
-    def tail(self) -> str:
-        """Footnotes (and a refusal when every claim was removed), sent after the last piece."""
-        if self.blocked:
-            return ""
-        if self.results and all(r.action == "removed" for r in self.results):
-            return self._block()
-        if self.policy.citations == "footnotes" and self.cited:
-            return "\n\n" + footnote_block(self.cited)
-        return ""
-
-    def report(self) -> GuardReport:
-        trust = rendered_trust(self.results)
-        if self.unverified:
-            trust = 0.0
-        return GuardReport(
-            original="".join(self.original),
-            text="".join(self.sent),
-            claims=self.results,
-            trust=trust,
-            action=self.action,
-            blocked=self.blocked,
-            unverified=self.unverified,
-            latency_ms=self.guard_ms,
-            verifier=self.verifier,
-        )
+        checked = await self.guard.check(seg.text, self.question, self.context, self.policy)
+        seconds = time.perf_counter() - started
+        if isinstance(checked, Verified):
+            text, report = state.verified(checked, seg.offset, seconds * 1000.0)
+        else:
+            text, report = state.unverified(checked, seg.offset, seconds * 1000.0), checked
+        self.guard.observe(self.policy, report, seconds)
+        return text
 
 
 async def open_sentence_stream(
@@ -201,14 +114,15 @@ async def sentence_events(
     ``on_report`` (optional, async, ``(GuardReport) -> None``) is awaited with the final
     report before the last event (trace recording).
     """
-    state = SentenceGuard(loaded, guard, req.question(), req.context_messages())
+    guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages())
+    state = guarded.answer
     segmenter = SentenceSegmenter()
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model)
     role_sent = False
 
     async def emit(segments: list[Segment]) -> AsyncIterator[bytes]:
         for seg in segments:
-            text = await state.piece(seg)
+            text = await guarded.piece(seg)
             if text:
                 state.sent.append(text)
                 yield out.chunk({"content": text})
@@ -258,6 +172,5 @@ __all__ = [
     "StreamDelta",
     "open_sentence_stream",
     "sentence_events",
-    "up_front_headers",
     "wants_sentence_mode",
 ]

@@ -1,5 +1,6 @@
 """What the lifespan loads and the routes use, hung on ``app.state.gp``; the FastAPI
-dependencies that hand it to routes (``state: State``, ``services: Ready``, ``rid: RequestId``).
+dependencies that hand it to routes (``state: State``, ``services: Ready``, ``parts: Parts``,
+``rid: RequestId``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from starlette.requests import Request
 
 from groundproxy.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
+from groundproxy.proxy.guard_build import GuardParts
 from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.trace_store import TraceStores
 from groundproxy.proxy.upstream import UpstreamClient
@@ -34,6 +37,8 @@ class AppState:
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)
     traces: TraceStores | None = None  # multi-step traces (proxy.traces)
+    metrics: Metrics = field(default_factory=Metrics)
+    parts: GuardParts | None = None  # embedder, indexes, verdict cache (proxy.guard_build)
 
     def require(self) -> Services:
         if not self.ready or self.upstream is None or self.guard is None:
@@ -41,6 +46,13 @@ class AppState:
                 "groundproxy is still loading models and indexes; retry shortly"
             )
         return Services(self.upstream, self.guard)
+
+    def resources(self) -> GuardParts:
+        """The embedder, indexes and verdict cache the routes use (503 while loading)."""
+        self.require()
+        if self.parts is None:
+            raise ServiceUnavailableError("groundproxy is still loading models and indexes")
+        return self.parts
 
 
 def app_state(request: Request) -> AppState:
@@ -63,10 +75,15 @@ async def _ready(request: Request) -> Services:
     return app_state(request).require()
 
 
+async def _parts(request: Request) -> GuardParts:
+    return app_state(request).resources()
+
+
 async def _request_id(request: Request) -> str:
     return request_id(request)
 
 
 State = Annotated[AppState, Depends(_state)]
 Ready = Annotated[Services, Depends(_ready)]  # 503 not_ready while still loading
+Parts = Annotated[GuardParts, Depends(_parts)]  # embedder, indexes, cache (503 while loading)
 RequestId = Annotated[str, Depends(_request_id)]

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from groundproxy.errors import BadRequestError
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.state import Ready, State
+from groundproxy.proxy.state import Parts, State
 from groundproxy.retrieval.ingest import delete_documents, ingest_texts
 
 router = APIRouter()
@@ -65,33 +65,32 @@ Delete = Annotated[DeleteBody, Depends(_delete_body)]
 
 @router.post("/v1/groundproxy/documents")
 async def add_documents(
-    loaded: AdminTenant, body: Ingest, services: Ready, state: State
+    loaded: AdminTenant, body: Ingest, parts: Parts, state: State
 ) -> dict[str, Any]:
-    guard = services.guard
     docs = [(d.id, d.text) for d in body.documents]
     result = await anyio.to_thread.run_sync(
-        lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, guard.embedder)
+        lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, parts.embedder)
     )
-    guard.indexes.invalidate(loaded.policy.index_name)
+    parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_ingested", n=len(docs), version=result.version)
     return {"object": "groundproxy.ingest", **dataclasses.asdict(result)}
 
 
 @router.delete("/v1/groundproxy/documents")
 async def remove_documents(
-    loaded: AdminTenant, body: Delete, services: Ready, state: State
+    loaded: AdminTenant, body: Delete, parts: Parts, state: State
 ) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(
         lambda: delete_documents(state.settings.data, loaded.policy.index_name, body.ids)
     )
-    services.guard.indexes.invalidate(loaded.policy.index_name)
+    parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_deleted", n=len(body.ids), version=result.version)
     return {"object": "groundproxy.delete", **dataclasses.asdict(result)}
 
 
 @router.get("/v1/groundproxy/documents")
-async def list_documents(loaded: AdminTenant, services: Ready) -> dict[str, Any]:
-    index = services.guard.indexes.get(loaded.policy.index_name)
+async def list_documents(loaded: AdminTenant, parts: Parts) -> dict[str, Any]:
+    index = parts.indexes.get(loaded.policy.index_name)
     return {
         "object": "list",
         "version": index.version,

@@ -14,12 +14,12 @@ from groundproxy.proxy.body import ChatRequest
 from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
 from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.headers import NO_BUFFERING, response_headers
 from groundproxy.proxy.protocol import ChatCompletionRequest
-from groundproxy.proxy.relay_stream import relay_events, relay_headers, wants_relay
+from groundproxy.proxy.relay_stream import relay_events, wants_relay
 from groundproxy.proxy.sentence_stream import (
     open_sentence_stream,
     sentence_events,
-    up_front_headers,
     wants_sentence_mode,
 )
 from groundproxy.proxy.sse import completion_to_chunks
@@ -46,7 +46,8 @@ async def chat_completions(
         done = await cancel_on_disconnect(
             request,
             guarded_completion(
-                req, loaded, upstream, guard, rid, stream_upstream=req.stream, trace=trace
+                req, loaded, upstream, guard, state.metrics, rid,
+                stream_upstream=req.stream, trace=trace,
             ),
         )
     except ClientDisconnected:
@@ -57,7 +58,7 @@ async def chat_completions(
     def events() -> Iterator[bytes]:
         yield from completion_to_chunks(done.body)
 
-    headers = {**done.headers, "cache-control": "no-cache", "x-accel-buffering": "no"}
+    headers = {**done.headers, **NO_BUFFERING}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
@@ -87,15 +88,12 @@ async def _incremental_response(
                 req.context_messages(), report,
             )
 
-    no_buffering = {"cache-control": "no-cache", "x-accel-buffering": "no"}
     if not loaded.policy.guard:
-        return StreamingResponse(
-            relay_events(req, loaded, stream, step_id, on_report),
-            media_type="text/event-stream",
-            headers={**relay_headers(loaded.policy_id, step_id, rid), **no_buffering},
-        )
+        events = relay_events(req, loaded, stream, step_id, on_report)
+        headers = response_headers("relay", loaded.policy_id, step_id, rid)
+    else:
+        events = sentence_events(req, loaded, stream, guard, step_id, on_report)
+        headers = response_headers("sentence", loaded.policy_id, step_id, rid)
     return StreamingResponse(
-        sentence_events(req, loaded, stream, guard, step_id, on_report),
-        media_type="text/event-stream",
-        headers={**up_front_headers(loaded.policy_id, step_id, rid), **no_buffering},
+        events, media_type="text/event-stream", headers={**headers, **NO_BUFFERING}
     )

@@ -7,7 +7,6 @@ ordinary key gets 403, no key from elsewhere 401.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 
 from fastapi import APIRouter, Request
@@ -16,7 +15,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from groundproxy.guards.errors import AuthenticationError, PermissionDeniedError
 from groundproxy.proxy.auth import bearer_key
-from groundproxy.proxy.metrics import METRICS, StatsSource
 from groundproxy.proxy.state import app_state
 
 router = APIRouter()
@@ -44,22 +42,8 @@ def _authorize(request: Request) -> None:
     raise AuthenticationError("incorrect API key provided: no tenant has this key")
 
 
-def _same(source: StatsSource) -> StatsSource:
-    return source
-
-
-def _register_caches(request: Request) -> None:
-    """Report the guard's verdict cache, when it has one with ``stats()``."""
-    guard = app_state(request).guard
-    for attr in ("verdict_cache", "cache"):
-        source = getattr(guard, attr, None)
-        if source is not None and callable(getattr(source, "stats", None)):
-            METRICS.register_cache("verdict", functools.partial(_same, source))
-            return
-
-
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     _authorize(request)
-    _register_caches(request)
-    return Response(METRICS.render(), media_type=CONTENT_TYPE_LATEST)
+    state = app_state(request)
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.guards.trace_walk import final_step, walk_back
 from groundproxy.proxy.auth import ReaderTenant
-from groundproxy.proxy.state import Ready, State
+from groundproxy.proxy.state import Parts, State
 from groundproxy.proxy.traces import TRACE_ID_RE
 from groundproxy.retrieval.chunk_store import DocumentRecord
 
@@ -66,9 +66,9 @@ def _passage(request: Request, doc: DocumentRecord) -> dict[str, Any] | None:
 
 @router.get("/v1/groundproxy/documents/{doc_id:path}")
 async def get_document(
-    doc_id: str, request: Request, loaded: ReaderTenant, services: Ready
+    doc_id: str, request: Request, loaded: ReaderTenant, parts: Parts
 ) -> dict[str, Any]:
-    index = services.guard.indexes.get(loaded.policy.index_name)
+    index = parts.indexes.get(loaded.policy.index_name)
     doc = await anyio.to_thread.run_sync(index.get_document, doc_id)
     if doc is None:
         raise NotFoundError(f"no document {doc_id[:120]!r} in this tenant's index")
@@ -94,9 +94,8 @@ async def get_document(
 
 @router.get("/v1/groundproxy/traces/{trace_id}")
 async def get_trace(
-    trace_id: str, loaded: ReaderTenant, services: Ready, state: State
+    trace_id: str, loaded: ReaderTenant, parts: Parts, state: State
 ) -> dict[str, Any]:
-    guard = services.guard
     if not TRACE_ID_RE.match(trace_id):
         raise NotFoundError("no such trace for this tenant")
     traces = state.traces
@@ -114,7 +113,7 @@ async def get_trace(
             raise NotFoundError("no such trace for this tenant")
         walk_nodes = {s: n.walk_node() for s, n in stored.items()}
         final = final_step(walk_nodes, own)
-        found = walk_back(walk_nodes, final, guard.embedder.encode) if final else []
+        found = walk_back(walk_nodes, final, parts.embedder.encode) if final else []
         ordered = sorted(stored.values(), key=lambda n: (n.created, n.step_id))
         return {
             "object": "groundproxy.trace",

@@ -95,8 +95,8 @@ async def app(fault_dirs: tuple[Path, Path]) -> AsyncIterator[FastAPI]:
     application = create_app(Settings(policies=policies, data=data, watch_policies=False))
     async with application.router.lifespan_context(application):
         state: AppState = application.state.gp
-        assert state.guard is not None
-        state.guard.verifiers._loaded["explode"] = ExplodingVerifier()  # a verifier that raises
+        assert state.parts is not None
+        state.parts.verifiers._loaded["explode"] = ExplodingVerifier()  # a verifier that raises
         yield application
 
 

@@ -12,8 +12,16 @@ import pytest
 
 from groundproxy.errors import GuardError
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.pipeline import guard_context_row, run_guard, unverified_report
-from groundproxy.guards.types import Embedder, Evidence, EvidenceSource, Pair, Probs, Verifier
+from groundproxy.guards.pipeline import run_guard, unverified_report
+from groundproxy.guards.types import (
+    Embedder,
+    Evidence,
+    EvidenceSource,
+    GuardReport,
+    Pair,
+    Probs,
+    Verifier,
+)
 from groundproxy.policies.schema import Policy, local_policy
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -245,28 +253,27 @@ def test_backend_failures_raise_guard_error(embedder: HashingEmbedder) -> None:
         )
 
 
-def test_guard_context_row_uses_only_the_context() -> None:
+def test_a_context_row_uses_only_the_context() -> None:
     context = (
         "Arthur's Magazine (1844-1846) was an American literary periodical. "
         "First for Women is a woman's magazine published by Bauer Media Group in the USA. "
         "The magazine was started in 1989."
     )
-    good = guard_context_row(
-        context,
-        "Which magazine was started first?",
-        "Arthur's Magazine",
-        policy(),
-        LexicalVerifier(),
-        None,
-    )
-    bad = guard_context_row(
-        context,
-        "Which magazine was started first?",
-        "First for Women was started in 1979.",
-        policy(),
-        LexicalVerifier(),
-        HashingEmbedder(),
-    )
+    # An eval / calibration row: its context is the request's only evidence, guarded by
+    # the serving path itself (same evidence floor, short claims searched with the question).
+    def row(answer: str, embedder: HashingEmbedder | None) -> GuardReport:
+        return run_guard(
+            answer,
+            question="Which magazine was started first?",
+            context_messages=[("context", context)],
+            policy=policy(),
+            verifier=LexicalVerifier(),
+            embedder=embedder,
+            index=None,
+        )
+
+    good = row("Arthur's Magazine", None)
+    bad = row("First for Women was started in 1979.", HashingEmbedder())
     assert good.claims[0].citations[0].doc == "request:context#0"
     assert good.claims[0].citations[0].chunk == "s0"
     assert good.claims[0].verdict == "supported" and good.action == "none"

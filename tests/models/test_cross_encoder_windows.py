@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from groundproxy.models.features import MAX_CANDIDATES
 from groundproxy.models.ce_window import (
     MAX_LENGTH,
     MIN_EVIDENCE_TOKENS,
@@ -12,6 +11,7 @@ from groundproxy.models.ce_window import (
     rank_candidates,
     select_evidence,
 )
+from groundproxy.models.features import MAX_CANDIDATES
 
 
 def n_words(text: str) -> int:

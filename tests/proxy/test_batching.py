@@ -17,8 +17,8 @@ from groundproxy.errors import GuardError
 from groundproxy.models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.app import create_app
-from groundproxy.proxy.guarding import GuardService
-from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 from tests.conftest import KEYS
@@ -177,8 +177,8 @@ def test_batching_embedder_returns_the_same_vectors() -> None:
     emb.close()
 
 
-def _histogram_count(model: str) -> float:
-    for metric in METRICS.registry.collect():
+def _histogram_count(model: str, metrics: Metrics) -> float:
+    for metric in metrics.registry.collect():
         for s in metric.samples:
             if s.name == "groundproxy_batch_size_count" and s.labels.get("model") == model:
                 return s.value
@@ -186,9 +186,12 @@ def _histogram_count(model: str) -> float:
 
 
 def test_guard_service_batches_and_reports_batch_sizes(tmp_path: Path) -> None:
-    service = GuardService(tmp_path, HashingEmbedder(), batch_window_ms=20)
-    assert isinstance(service.embedder, BatchingEmbedder)
-    before = {m: _histogram_count(m) for m in ("embedder", "verifier")}
+    metrics = Metrics()
+    service = build_guard(
+        Settings(data=tmp_path, batch_window_ms=20), embedder=HashingEmbedder(), metrics=metrics
+    )
+    assert isinstance(service.parts.embedder, BatchingEmbedder)
+    before = {m: _histogram_count(m, metrics) for m in ("embedder", "verifier")}
     policy = local_policy(
         "t1", "x", verifier={"model": "lexical"}, latency_budget_ms=60_000
     )
@@ -210,11 +213,11 @@ def test_guard_service_batches_and_reports_batch_sizes(tmp_path: Path) -> None:
 
     actions = anyio.run(many)
     assert len(actions) == 8 and "unverified" not in actions
-    assert _histogram_count("embedder") > before["embedder"]
-    assert _histogram_count("verifier") > before["verifier"]
+    assert _histogram_count("embedder", metrics) > before["embedder"]
+    assert _histogram_count("verifier", metrics) > before["verifier"]
     service.close()
-    off = GuardService(tmp_path, HashingEmbedder())
-    assert isinstance(off.embedder, HashingEmbedder)
+    off = build_guard(Settings(data=tmp_path, batch_window_ms=0), embedder=HashingEmbedder())
+    assert isinstance(off.parts.embedder, HashingEmbedder)
 
 
 async def test_server_with_batching_on_answers_concurrent_requests(
@@ -225,12 +228,13 @@ async def test_server_with_batching_on_answers_concurrent_requests(
         policies=policies_dir, data=data_dir, watch_policies=False, batch_window_ms=5
     )
     app = create_app(settings)
-    before = _histogram_count("embedder")
+    app_metrics = app.state.gp.metrics
+    before = _histogram_count("embedder", app_metrics)
     headers = {"authorization": f"Bearer {KEYS['acme']}"}
     body = {"model": "gpt-4o-mini",
             "messages": [{"role": "user", "content": "How long is the laptop warranty?"}]}
     async with app.router.lifespan_context(app):
-        assert isinstance(app.state.gp.guard.embedder, BatchingEmbedder)
+        assert isinstance(app.state.gp.parts.embedder, BatchingEmbedder)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
             statuses: list[int] = []
@@ -245,6 +249,6 @@ async def test_server_with_batching_on_answers_concurrent_requests(
                     tg.start_soon(one)
             metrics = await c.get("/metrics")
     assert statuses == [200] * 6
-    assert _histogram_count("embedder") > before
+    assert _histogram_count("embedder", app_metrics) > before
     assert metrics.status_code == 200
     assert 'groundproxy_batch_size_count{model="embedder"}' in metrics.text

@@ -16,7 +16,8 @@ from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.types import Pair, Probs
 from groundproxy.models import registry
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 
 ANSWER = "The warranty lasts 24 months. Batteries are covered for 6 months."
@@ -58,7 +59,7 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GuardSe
         "test-counting": lambda: counting,
     }.items():
         monkeypatch.setitem(registry._FACTORIES, name, factory)
-    yield GuardService(tmp_path, HashingEmbedder())
+    yield build_guard(Settings(data=tmp_path, batch_window_ms=0), embedder=HashingEmbedder())
 
 
 def policy(tenant: str = "t1", **over: Any) -> Policy:
@@ -107,7 +108,7 @@ def test_raising_verifier_block_refuses(service: GuardService) -> None:
 def test_verdict_cache_hits_within_a_tenant_only(service: GuardService) -> None:
     pol_a = policy("tenant-a", verifier={"model": "test-counting"})
     pol_b = policy("tenant-b", verifier={"model": "test-counting"})
-    counting = service.verifiers.get("test-counting")
+    counting = service.parts.verifiers.get("test-counting")
     assert isinstance(counting, CountingVerifier)
     first = guard(service, pol_a)
     scored = counting.pairs
@@ -118,7 +119,7 @@ def test_verdict_cache_hits_within_a_tenant_only(service: GuardService) -> None:
     assert [c.probs for c in again.claims] == [c.probs for c in first.claims]
     guard(service, pol_b)
     assert counting.pairs == 2 * scored  # another tenant never hits tenant-a's entries
-    stats = service.verdict_cache.stats()
+    stats = service.parts.verdict_cache.stats()
     assert stats["hits"] == scored and stats["misses"] == 2 * scored
     assert stats["hit_rate"] == pytest.approx(1 / 3, abs=1e-3)
 

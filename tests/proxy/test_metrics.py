@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from groundproxy.proxy.app import create_app
-from groundproxy.proxy.metrics import METRICS
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
 
@@ -108,13 +108,14 @@ def test_cache_stats_are_read_at_scrape_time() -> None:
             return {"hits": self.hits, "misses": self.misses, "size": 7}
 
     cache = Cache()
-    METRICS.register_cache("test-cache", lambda: cache)
+    metrics = Metrics()  # an app's metrics: no module global
+    metrics.register_cache("test-cache", lambda: cache)
     cache.hits, cache.misses = 3, 1
-    text = METRICS.render().decode()
+    text = metrics.render().decode()
     assert value(text, "groundproxy_cache_hits", cache="test-cache") == 3
     assert value(text, "groundproxy_cache_hit_ratio", cache="test-cache") == 0.75
     assert value(text, "groundproxy_cache_entries", cache="test-cache") == 7
-    METRICS.observe_batch(5)
-    text = METRICS.render().decode()
+    metrics.observe_batch(5)
+    text = metrics.render().decode()
     assert value(text, "groundproxy_verifier_batch_size_count") >= 1
-    METRICS._caches.sources.pop("test-cache")
+    assert "test-cache" not in Metrics().render().decode()  # each app has its own

@@ -1,0 +1,187 @@
+"""The guard's two stages, pure functions over plain data.
+
+:func:`verify` — what the evidence says: the answer is split into claims, each claim's
+evidence is gathered (by the caller's ``evidence_for``), the symbolic rules run, and the
+(claim, evidence) pairs plus each rule correction (scored against the passage that gave it)
+go to the verifier in ONE batch. Its result, :class:`Verified`, holds no decision yet.
+
+:func:`apply` — what the policy does with it: a verdict per claim (threshold, uncertainty,
+contradiction bar), the answer action, the rewritten / rendered text with citations, the
+trust score of the returned text and the trust floor. Buffered answers, every sentence of a
+streamed answer (``segment`` given) and the CLI all go through the same :func:`apply`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from groundproxy.guards.claims import decompose
+from groundproxy.guards.decide import (
+    answer_action,
+    below_floor,
+    contradiction_bar,
+    decide_claim,
+    resolve_threshold,
+    trust_score,
+)
+from groundproxy.guards.errors import GroundproxyError, GuardError
+from groundproxy.guards.rewrite import Cited, render, rendered_trust
+from groundproxy.guards.rules import RuleResult, check_claim
+from groundproxy.guards.types import (
+    Claim,
+    ClaimResult,
+    Evidence,
+    GuardReport,
+    Pair,
+    Probs,
+    Verifier,
+)
+from groundproxy.policies.schema import Policy
+
+EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
+
+
+@dataclass(frozen=True)
+class ScoredClaim:
+    """One claim with its evidence, the verifier's Probs per passage and the rules' result."""
+
+    claim: Claim
+    evidence: list[Evidence]
+    probs: list[Probs]
+    rule: RuleResult
+    correction_probs: Probs | None = None  # the rule correction, scored by the verifier
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What :func:`verify` found for one answer (no policy action decided yet)."""
+
+    answer: str
+    claims: list[ScoredClaim]
+    verifier: str
+    contradiction_min: float
+    threshold: float | None = None  # a P(supported) override in force (calibrated)
+    latency_ms: float = 0.0
+
+
+@dataclass
+class Segment:
+    """Where a streamed piece stands in its answer (``stream: sentence``): citation
+    numbers continue in ``cited``; ``prior`` holds the claims already sent (the trust
+    floor judges the answer so far)."""
+
+    cited: Cited = field(default_factory=dict)
+    prior: Sequence[ClaimResult] = ()
+
+
+def verify(
+    answer: str,
+    *,
+    question: str | None,
+    policy: Policy,
+    verifier: Verifier,
+    evidence_for: EvidenceFn,
+    threshold: float | None = None,
+) -> Verified:
+    """Stage 1. Backend failures raise :class:`GuardError` (domain errors pass as they are)."""
+    started = time.perf_counter()
+    try:
+        claims = decompose(answer)
+        evidence = evidence_for(claims)
+        rules: list[RuleResult] = [
+            check_claim(c.text, [e.text for e in ev], policy.rules)
+            for c, ev in zip(claims, evidence, strict=True)
+        ]
+        pairs: list[Pair] = []
+        owners: list[tuple[int, int]] = []  # (claim index, evidence index or -1 = correction)
+        for i, (claim, ev) in enumerate(zip(claims, evidence, strict=True)):
+            for j, e in enumerate(ev):
+                pairs.append(Pair(claim=claim.text, evidence=e.text, question=question))
+                owners.append((i, j))
+            rule = rules[i]
+            if rule.correction is not None and rule.evidence_index is not None:
+                source = ev[rule.evidence_index].text
+                pairs.append(Pair(claim=rule.correction, evidence=source, question=question))
+                owners.append((i, -1))
+        scored = verifier.score(pairs) if pairs else []
+    except GroundproxyError:
+        raise
+    except Exception as exc:  # a backend failed: the caller applies on_guard_error
+        raise GuardError(f"guard failed: {type(exc).__name__}: {exc}") from exc
+    if len(scored) != len(pairs):
+        raise GuardError(f"verifier {verifier.name!r} returned {len(scored)} for {len(pairs)}")
+    probs: list[list[Probs]] = [[] for _ in claims]
+    corrections: dict[int, Probs] = {}
+    for (i, j), p in zip(owners, scored, strict=True):
+        if j < 0:
+            corrections[i] = p
+        else:
+            probs[i].append(p)
+    return Verified(
+        answer=answer,
+        claims=[
+            ScoredClaim(claim, evidence[i], probs[i], rules[i], corrections.get(i))
+            for i, claim in enumerate(claims)
+        ],
+        verifier=verifier.name,
+        contradiction_min=contradiction_bar(verifier),
+        threshold=threshold,
+        latency_ms=(time.perf_counter() - started) * 1000.0,
+    )
+
+
+def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
+    """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
+    tau = resolve_threshold(policy, verified.threshold)
+    return [
+        decide_claim(
+            s.claim,
+            s.evidence,
+            s.probs,
+            s.rule,
+            threshold=tau,
+            max_uncertainty=policy.verifier.max_uncertainty,
+            correction_probs=s.correction_probs,
+            contradiction_min=verified.contradiction_min,
+        )
+        for s in verified.claims
+    ]
+
+
+def apply(verified: Verified, policy: Policy, segment: Segment | None = None) -> GuardReport:
+    """Stage 2: verdicts, answer action, the returned text, trust and the trust floor.
+
+    With ``segment`` the answer is one piece of a streamed answer: the text carries no
+    "Sources:" block, a piece whose claims are all removed is removed (not blocked), and
+    the trust floor judges ``segment.prior`` plus this piece. ``blocked`` then means the
+    stream must stop here; the claims keep the actions the piece's rendering gave them.
+    """
+    started = time.perf_counter()
+    results = decide(verified, policy)
+    action = answer_action(results, policy)
+    answer = verified.answer
+    if segment is None:
+        rendered = render(answer, results, policy, action)
+        if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
+            rendered = render(answer, results, policy, "block")
+    elif action == "block":
+        rendered = render(answer, results, policy, "block")
+    else:
+        rendered = render(answer, results, policy, action, cited=segment.cited, segment=True)
+        so_far = [*segment.prior, *results]
+        if below_floor(so_far, policy, rendered_trust(so_far)):
+            rendered.blocked = True
+            rendered.action = "block"
+    apply_ms = (time.perf_counter() - started) * 1000.0
+    return GuardReport(
+        original=answer,
+        text=rendered.text,
+        claims=results,
+        trust=trust_score(results) if rendered.trust is None else rendered.trust,
+        action=rendered.action,
+        blocked=rendered.blocked,
+        latency_ms=verified.latency_ms + apply_ms,
+        verifier=verified.verifier,
+    )

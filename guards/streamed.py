@@ -1,0 +1,116 @@
+"""One answer guarded piece by piece (``stream: sentence``): pure state, no I/O.
+
+The caller verifies each piece (:func:`guards.stages.verify`) and hands the result here;
+:meth:`StreamedAnswer.verified` applies the policy with the same :func:`guards.stages.apply`
+as a buffered answer, in segment mode: citation numbers continue across pieces, the trust
+floor judges the answer so far. A piece that could not be verified comes as a report of
+:mod:`guards.failures` (:meth:`StreamedAnswer.unverified`).
+
+A ``block`` cannot recall what was sent: the blocked piece and all after it are withheld,
+the refusal is sent in their place, and every claim so far is marked ``blocked``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from groundproxy.guards.rewrite import Cited, footnote_block, rendered_trust
+from groundproxy.guards.stages import Segment, Verified, apply
+from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
+from groundproxy.policies.schema import Policy
+
+_STRENGTH: dict[AnswerAction, int] = {
+    "none": 0, "annotate": 1, "flag": 2, "rewrite": 3, "unverified": 4, "block": 5
+}  # fmt: skip
+_SENT_ACTIONS = ("kept", "flagged", "annotated", "corrected", "removed")
+
+
+def _shifted(results: list[ClaimResult], offset: int) -> list[ClaimResult]:
+    """Copies of ``results`` with claim spans moved from the piece into the answer."""
+    return [
+        dataclasses.replace(
+            r, claim=Claim(r.claim.text, (r.claim.span[0] + offset, r.claim.span[1] + offset))
+        )
+        for r in results
+    ]
+
+
+class StreamedAnswer:
+    """Pieces in, the text to send for each out, the answer's report at the end."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.cited: Cited = {}
+        self.results: list[ClaimResult] = []
+        self.original: list[str] = []
+        self.sent: list[str] = []
+        self.action: AnswerAction = "none"
+        self.blocked = False
+        self.unverified_seen = False
+        self.guard_ms = 0.0
+        self.verifier = ""
+
+    def _raise_action(self, action: AnswerAction) -> None:
+        if _STRENGTH[action] > _STRENGTH[self.action]:
+            self.action = action
+
+    def _block(self) -> str:
+        self.blocked = True
+        self.action = "block"
+        for r in self.results:
+            if r.action in _SENT_ACTIONS:
+                r.action = "blocked"
+        return ("\n\n" if self.sent else "") + self.policy.actions.refusal
+
+    def passthrough(self, text: str) -> str:
+        """A piece that is not verified (code, punctuation only): sent as it is."""
+        self.original.append(text)
+        return "" if self.blocked else text
+
+    def verified(self, verified: Verified, offset: int, guard_ms: float) -> tuple[str, GuardReport]:
+        """The text to send for a verified piece ("" once blocked), and the piece's report."""
+        self.original.append(verified.answer)
+        self.guard_ms += guard_ms
+        self.verifier = verified.verifier or self.verifier
+        piece = apply(verified, self.policy, Segment(self.cited, tuple(self.results)))
+        self.results.extend(_shifted(piece.claims, offset))
+        if piece.blocked:
+            return self._block(), piece
+        self._raise_action(piece.action)
+        return piece.text, piece
+
+    def unverified(self, report: GuardReport, offset: int, guard_ms: float) -> str:
+        """A piece whose guard failed or ran out of time (a :mod:`guards.failures` report)."""
+        self.original.append(report.original)
+        self.guard_ms += guard_ms
+        self.verifier = report.verifier or self.verifier
+        self.unverified_seen = True
+        self.results.extend(_shifted(report.claims, offset))
+        if report.blocked:
+            return self._block()
+        self._raise_action("unverified")
+        return report.original
+
+    def tail(self) -> str:
+        """Footnotes (and a refusal when every claim was removed), sent after the last piece."""
+        if self.blocked:
+            return ""
+        if self.results and all(r.action == "removed" for r in self.results):
+            return self._block()
+        if self.policy.citations == "footnotes" and self.cited:
+            return "\n\n" + footnote_block(self.cited)
+        return ""
+
+    def report(self) -> GuardReport:
+        trust = 0.0 if self.unverified_seen else rendered_trust(self.results)
+        return GuardReport(
+            original="".join(self.original),
+            text="".join(self.sent),
+            claims=self.results,
+            trust=trust,
+            action=self.action,
+            blocked=self.blocked,
+            unverified=self.unverified_seen,
+            latency_ms=self.guard_ms,
+            verifier=self.verifier,
+        )

@@ -1,0 +1,131 @@
+"""The guard's dependencies, built in one place (:func:`build_guard`) for ``serve``, the CLI's
+``check``, ``eval`` and ``calibrate``, and the benchmarks.
+
+:class:`GuardParts` is the plain record of what was built: the embedder (micro-batched when
+``batch_window_ms > 0``), the verifier registry, the tenant indexes, the calibration files
+and the verdict cache. The app hands the parts routes need (embedder, indexes, cache) to
+them directly; :class:`proxy.guarding.GuardService` runs guards with them.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from groundproxy.guards.cache import VerdictCache
+from groundproxy.guards.types import Embedder, Verifier
+from groundproxy.models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
+from groundproxy.models.registry import VerifierRegistry, models_dir_for
+from groundproxy.proxy.calibration import CalibrationCache
+from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.settings import Settings
+from groundproxy.retrieval.tenant_index import IndexManager
+
+
+class Batching:
+    """Micro-batching of embedder and verifier calls across concurrent guards
+    (models.batching; batch sizes go to ``groundproxy_batch_size``). Off when the window
+    is 0: wrappers are then never made."""
+
+    def __init__(self, window_ms: float, max_items: int, metrics: Metrics) -> None:
+        self.window_s = window_ms / 1000.0
+        self.max_items = max_items
+        self.metrics = metrics
+        self.in_flight = 0  # guards running now: the most callers a batch can wait for
+        self.lock = threading.Lock()
+        self._wrappers: list[BatchingEmbedder | BatchingVerifier] = []
+        self._verifiers: dict[str, BatchingVerifier] = {}
+
+    @property
+    def on(self) -> bool:
+        return self.window_s > 0
+
+    def _options(self, model: str) -> BatchOptions:
+        observe = functools.partial(self.metrics.observe_model_batch, model)
+        return BatchOptions(self.window_s, self.max_items, observe, lambda: self.in_flight)
+
+    def embedder(self, inner: Embedder) -> Embedder:
+        if not self.on:
+            return inner
+        batched = BatchingEmbedder(inner, self._options("embedder"))
+        with self.lock:
+            self._wrappers.append(batched)
+        return batched
+
+    def verifier(self, name: str, inner: Verifier) -> Verifier:
+        """``inner`` micro-batched (one wrapper per name, renewed if the registry reloads)."""
+        if not self.on:
+            return inner
+        with self.lock:
+            batched = self._verifiers.get(name)
+            if batched is None or batched.inner is not inner:
+                batched = BatchingVerifier(inner, self._options("verifier"))
+                self._verifiers[name] = batched
+                self._wrappers.append(batched)
+            return batched
+
+    def enter(self) -> None:
+        with self.lock:
+            self.in_flight += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
+    def close(self) -> None:
+        """Stop the workers (calls still queued fail as guard errors)."""
+        with self.lock:
+            wrappers, self._wrappers = self._wrappers, []
+        for w in wrappers:
+            w.close()
+
+
+@dataclass
+class GuardParts:
+    """What :func:`build_guard` built (see the module docstring)."""
+
+    embedder: Embedder
+    verifiers: VerifierRegistry
+    indexes: IndexManager
+    calibrations: CalibrationCache  # verifier.threshold: calibrated
+    batching: Batching
+    metrics: Metrics
+    # Tenant-scoped LRU of verifier outputs; stats() → logs and the metrics endpoint.
+    verdict_cache: VerdictCache = field(default_factory=VerdictCache)
+
+
+def build_parts(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    metrics: Metrics | None = None,
+    models_dir: Path | None = None,
+) -> GuardParts:
+    """The guard's dependencies from ``settings`` (data dir, embedder name, batching).
+
+    ``embedder`` replaces the one ``settings.embedder`` names (tests, benches that share
+    one); ``models_dir`` the built-verifier folder (default: :func:`models_dir_for`).
+    """
+    metrics = metrics if metrics is not None else Metrics()
+    if embedder is None:
+        from groundproxy.retrieval.embedder import load_embedder
+
+        embedder = load_embedder(settings.embedder)
+    batching = Batching(settings.batch_window_ms, settings.batch_max, metrics)
+    embedder = batching.embedder(embedder)
+    parts = GuardParts(
+        embedder=embedder,
+        verifiers=VerifierRegistry(models_dir or models_dir_for(settings.data)),
+        indexes=IndexManager(settings.data, embedder),
+        calibrations=CalibrationCache(settings.data),
+        batching=batching,
+        metrics=metrics,
+    )
+    metrics.register_cache("verdict", functools.partial(_cache_of, parts))
+    return parts
+
+
+def _cache_of(parts: GuardParts) -> VerdictCache:
+    return parts.verdict_cache  # read at each scrape: a bench may swap the cache
