@@ -13,7 +13,15 @@ import pytest
 from groundproxy.guards.errors import GuardError
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import guard_context_row, run_guard, unverified_report
-from groundproxy.guards.types import Embedder, Evidence, EvidenceSource, Pair, Probs, Verifier
+from groundproxy.guards.types import (
+    CONTRADICTION_MIN,
+    Embedder,
+    Evidence,
+    EvidenceSource,
+    Pair,
+    Probs,
+    Verifier,
+)
 from groundproxy.policies.schema import Policy, local_policy
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -78,6 +86,7 @@ class CountingVerifier:
     def __init__(self, inner: LexicalVerifier) -> None:
         self.inner = inner
         self.name = inner.name
+        self.contradiction_min = inner.contradiction_min
         self.batches: list[int] = []
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
@@ -87,6 +96,7 @@ class CountingVerifier:
 
 class BrokenVerifier:
     name = "broken"
+    contradiction_min = CONTRADICTION_MIN
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
         raise RuntimeError("model exploded")
