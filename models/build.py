@@ -256,7 +256,15 @@ def _quantize(out: Path) -> None:
         quantize_dynamic,
     )
 
-    quantize_dynamic(str(out / FP32_FILE), str(out / INT8_FILE), weight_type=QuantType.QInt8)
+    # u8 weights, one scale per output channel. Signed int8 weights (onnxruntime's default)
+    # run on x86 CPUs without VNNI (AVX2 only) through a u8×s8 kernel whose int16 pair sums
+    # saturate: the tiny test Llama's int8-vs-fp32 max |Δp| was 0.69 on such a CPU against
+    # 0.015 with the same int8 weights simulated in fp32. u8×u8 does not saturate; per
+    # channel keeps the weight error small (0.033 on that model; per tensor 0.061).
+    quantize_dynamic(
+        str(out / FP32_FILE), str(out / INT8_FILE),
+        weight_type=QuantType.QUInt8, per_channel=True,
+    )  # fmt: skip
 
 
 def _torch_probs(model: Any, tokenizer: Any, meta: dict[str, Any]) -> list[list[float]]:
