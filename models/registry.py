@@ -21,29 +21,36 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import structlog
+
 from groundproxy.guards.errors import ModelLoadError
-from groundproxy.guards.types import Verifier
+from groundproxy.guards.types import Embedder, Verifier
+
+log = structlog.get_logger(__name__)
 
 
-def _lexical() -> Verifier:
+EmbedderFor = Callable[[], Embedder]  # the embedder a verifier that needs one gets
+
+
+def _lexical(embedder: EmbedderFor) -> Verifier:
     from groundproxy.guards.lexical import LexicalVerifier
 
     return LexicalVerifier()
 
 
-def _embedhead() -> Verifier:
+def _embedhead(embedder: EmbedderFor) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
-    return EmbedHeadVerifier("int8")
+    return EmbedHeadVerifier("int8", embedder=embedder())
 
 
-def _embedhead_fp32() -> Verifier:
+def _embedhead_fp32(embedder: EmbedderFor) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
-    return EmbedHeadVerifier("fp32")
+    return EmbedHeadVerifier("fp32", embedder=embedder())
 
 
-_FACTORIES: dict[str, Callable[[], Verifier]] = {
+_FACTORIES: dict[str, Callable[[EmbedderFor], Verifier]] = {
     "lexical": _lexical,
     "embedhead": _embedhead,
     "embedhead-fp32": _embedhead_fp32,
@@ -79,12 +86,12 @@ def available(models_dir: Path | None = None) -> list[str]:
     return sorted([*BUILTIN_NAMES, *built_models(models_dir)])
 
 
-def _built_factory(models_dir: Path, name: str) -> Callable[[], Verifier] | None:
+def _built_factory(models_dir: Path, name: str) -> Callable[[EmbedderFor], Verifier] | None:
     base, fp32 = (name[: -len(FP32_SUFFIX)], True) if name.endswith(FP32_SUFFIX) else (name, False)
     if base not in built_models(models_dir):
         return None
 
-    def load() -> Verifier:
+    def load(embedder: EmbedderFor) -> Verifier:
         from groundproxy.models.built_verifier import BuiltVerifier
 
         return BuiltVerifier(models_dir / base, "fp32" if fp32 else "int8")
@@ -94,12 +101,42 @@ def _built_factory(models_dir: Path, name: str) -> Callable[[], Verifier] | None
 
 class VerifierRegistry:
     """Loads each named verifier once per process; thread-safe. Names that are not
-    built in are looked up in ``models_dir`` (default :func:`models_dir_for`)."""
+    built in are looked up in ``models_dir`` (default :func:`models_dir_for`).
 
-    def __init__(self, models_dir: Path | None = None) -> None:
+    ``embedder`` is the configured embedder (the server's ``GROUNDPROXY_EMBEDDER``): a
+    verifier that embeds (``embedhead``) is built with it when it gives the vectors the
+    model was trained on; otherwise (e.g. ``hashing``, or the int8 MiniLM whose vectors
+    differ) with the one it was trained on, loaded by name through ``load_embedder``
+    (default retrieval.embedder.load_embedder, one shared instance per process).
+    """
+
+    def __init__(
+        self,
+        models_dir: Path | None = None,
+        *,
+        embedder: Embedder | None = None,
+        load_embedder: Callable[[str], Embedder] | None = None,
+    ) -> None:
         self.models_dir = models_dir if models_dir is not None else models_dir_for()
+        self.embedder = embedder
+        self._load_embedder = load_embedder
         self._loaded: dict[str, Verifier] = {}
         self._lock = threading.Lock()
+
+    def _head_embedder(self) -> Embedder:
+        """The embedder for ``embedhead``: the configured one if it fits, else MiniLM."""
+        from groundproxy.models.embedhead_verifier import fits
+
+        if self.embedder is not None and fits(self.embedder):
+            return self.embedder
+        if self.embedder is not None:
+            log.info("verifier_embedder", configured=self.embedder.name, using="minilm",
+                     reason="embedhead was trained on all-MiniLM-L6-v2 vectors")
+        if self._load_embedder is not None:
+            return self._load_embedder("minilm")
+        from groundproxy.retrieval.embedder import load_embedder
+
+        return load_embedder("minilm")
 
     def loaded(self) -> list[str]:
         """Names (as asked for, aliases resolved) of the verifiers loaded so far."""
@@ -120,7 +157,7 @@ class VerifierRegistry:
                     f"{self.models_dir})"
                 )
             try:
-                verifier = factory()
+                verifier = factory(self._head_embedder)
             except ModelLoadError:
                 raise
             except Exception as exc:

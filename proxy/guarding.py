@@ -51,12 +51,14 @@ class GuardService:
         self._batched_verifiers: dict[str, BatchingVerifier] = {}
         self._batch_lock = threading.Lock()
         self._in_flight = 0  # guards running now: the most callers a batch can wait for
+        # the configured embedder goes into the verifiers that embed (embedhead); they batch
+        # their own calls, so they get it unwrapped
+        self.verifiers = VerifierRegistry(models_dir_for(data_dir), embedder=embedder)
         if self._window_s > 0:
             batched = BatchingEmbedder(embedder, self._options("embedder"))
             self._batching.append(batched)
             embedder = batched
         self.embedder = embedder
-        self.verifiers = VerifierRegistry(models_dir_for(data_dir))
         self.indexes = IndexManager(data_dir, embedder)
         self.calibrations = CalibrationCache(data_dir)  # verifier.threshold: calibrated
         # Tenant-scoped LRU of verifier outputs; stats() → logs (and metrics exporters).
