@@ -29,34 +29,32 @@ from groundproxy.guards.types import Embedder, Verifier
 log = structlog.get_logger(__name__)
 
 
-EmbedderFor = Callable[[], Embedder]  # the embedder a verifier that needs one gets
-
-
-def _lexical(embedder: EmbedderFor) -> Verifier:
+def _lexical() -> Verifier:
     from groundproxy.guards.lexical import LexicalVerifier
 
     return LexicalVerifier()
 
 
-def _embedhead(embedder: EmbedderFor) -> Verifier:
+def _embedhead(embedder: Embedder) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
-    return EmbedHeadVerifier("int8", embedder=embedder())
+    return EmbedHeadVerifier("int8", embedder=embedder)
 
 
-def _embedhead_fp32(embedder: EmbedderFor) -> Verifier:
+def _embedhead_fp32(embedder: Embedder) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
-    return EmbedHeadVerifier("fp32", embedder=embedder())
+    return EmbedHeadVerifier("fp32", embedder=embedder)
 
 
-_FACTORIES: dict[str, Callable[[EmbedderFor], Verifier]] = {
-    "lexical": _lexical,
+_FACTORIES: dict[str, Callable[[], Verifier]] = {"lexical": _lexical}
+# verifiers that embed: built with the registry's embedder (VerifierRegistry._head_embedder)
+_EMBEDDING_FACTORIES: dict[str, Callable[[Embedder], Verifier]] = {
     "embedhead": _embedhead,
     "embedhead-fp32": _embedhead_fp32,
 }
 _ALIASES: dict[str, str] = {"default": "embedhead"}
-BUILTIN_NAMES = frozenset([*_FACTORIES, *_ALIASES])
+BUILTIN_NAMES = frozenset([*_FACTORIES, *_EMBEDDING_FACTORIES, *_ALIASES])
 FP32_SUFFIX = "@fp32"
 
 
@@ -86,12 +84,12 @@ def available(models_dir: Path | None = None) -> list[str]:
     return sorted([*BUILTIN_NAMES, *built_models(models_dir)])
 
 
-def _built_factory(models_dir: Path, name: str) -> Callable[[EmbedderFor], Verifier] | None:
+def _built_factory(models_dir: Path, name: str) -> Callable[[], Verifier] | None:
     base, fp32 = (name[: -len(FP32_SUFFIX)], True) if name.endswith(FP32_SUFFIX) else (name, False)
     if base not in built_models(models_dir):
         return None
 
-    def load(embedder: EmbedderFor) -> Verifier:
+    def load() -> Verifier:
         from groundproxy.models.built_verifier import BuiltVerifier
 
         return BuiltVerifier(models_dir / base, "fp32" if fp32 else "int8")
@@ -144,12 +142,22 @@ class VerifierRegistry:
             names = set(self._loaded)
         return sorted(n for n in {*names, *_ALIASES} if _ALIASES.get(n, n) in names)
 
+    def _factory(self, key: str) -> Callable[[], Verifier] | None:
+        embedding = _EMBEDDING_FACTORIES.get(key)
+        if embedding is None:
+            return _FACTORIES.get(key) or _built_factory(self.models_dir, key)
+
+        def build() -> Verifier:
+            return embedding(self._head_embedder())
+
+        return build
+
     def get(self, name: str) -> Verifier:
         key = _ALIASES.get(name, name)
         with self._lock:
             if key in self._loaded:
                 return self._loaded[key]
-            factory = _FACTORIES.get(key) or _built_factory(self.models_dir, key)
+            factory = self._factory(key)
             if factory is None:
                 raise ModelLoadError(
                     f"unknown verifier '{name}'; available: "
@@ -157,7 +165,7 @@ class VerifierRegistry:
                     f"{self.models_dir})"
                 )
             try:
-                verifier = factory(self._head_embedder)
+                verifier = factory()
             except ModelLoadError:
                 raise
             except Exception as exc:
