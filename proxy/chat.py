@@ -16,7 +16,7 @@ from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.metrics import METRICS
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.traces import TraceRequest, record_step
-from groundproxy.proxy.upstream import UpstreamClient, resolve_model
+from groundproxy.proxy.upstream import Upstream, resolve_model
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,7 @@ def _answer_text(choice: dict[str, Any]) -> str | None:
 async def guarded_completion(
     req: ChatCompletionRequest,
     loaded: LoadedPolicy,
-    upstream: UpstreamClient,
+    upstream: Upstream,
     guard: GuardService,
     request_id: str,
     stream_upstream: bool = False,

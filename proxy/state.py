@@ -11,20 +11,20 @@ from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.traces import TraceStores
-from groundproxy.proxy.upstream import UpstreamClient
+from groundproxy.proxy.upstream import Upstream
 
 
 @dataclass
 class AppState:
     settings: Settings
     policies: PolicyStore
-    upstream: UpstreamClient | None = None
+    upstream: Upstream | None = None
     guard: GuardService | None = None
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)
     traces: TraceStores | None = None  # multi-step traces (proxy.traces)
 
-    def require(self) -> tuple[UpstreamClient, GuardService]:
+    def require(self) -> tuple[Upstream, GuardService]:
         if not self.ready or self.upstream is None or self.guard is None:
             raise ServiceUnavailableError(
                 "groundproxy is still loading models and indexes; retry shortly"
