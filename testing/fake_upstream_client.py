@@ -72,8 +72,8 @@ class FakeUpstream:
         self, upstream: UpstreamPolicy, model: str, messages: list[dict[str, Any]],
         extra: dict[str, Any], stream: bool,
     ) -> None:
-        """Record the call and play the model's failure mode (errors as the real client
-        maps them)."""
+        """Record the call and play the model's failure mode (the error types and codes
+        the real client maps those upstream failures to; the messages are the fake's)."""
         self.calls.append(FakeCall(model, messages, dict(extra), stream, upstream))
         model = _bare(model)
         if model == "fail-500":
