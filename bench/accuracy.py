@@ -51,6 +51,7 @@ from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.types import Pair
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.features import split_sentences
+from groundproxy.retrieval.embedder import load_embedder
 
 BATCH_ROWS = 32
 
@@ -171,8 +172,8 @@ def main() -> None:
         extra = {n: registry.get(n) for n in args.verifiers.split(",") if n}
     scores: dict[str, dict[str, tuple[list[int], np.ndarray]]] = {}
 
-    v32 = EmbedHeadVerifier("fp32")
-    v8 = EmbedHeadVerifier("int8")
+    v32 = EmbedHeadVerifier("fp32", embedder=load_embedder())
+    v8 = EmbedHeadVerifier("int8", embedder=load_embedder())
     claims = str(v32.meta.get("claims", "whole")) if args.claims == "meta" else args.claims
     lex = LexicalVerifier()
     table: list[dict[str, Any]] = []

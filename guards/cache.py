@@ -24,8 +24,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from groundproxy.guards.decide import contradiction_bar
-from groundproxy.guards.types import Pair, Probs, Verifier
+from groundproxy.guards.types import Pair, Probs, Verifier, WrappedVerifier
 
 DEFAULT_MAX_ENTRIES = 50_000
 
@@ -103,16 +102,14 @@ class VerdictCache:
             }
 
 
-class CachingVerifier:
+class CachingVerifier(WrappedVerifier):
     """``inner`` behind ``cache`` for one tenant; same ``name`` and contradiction bar as
-    ``inner``."""
+    ``inner`` (forwarded by :class:`~guards.types.WrappedVerifier`)."""
 
     def __init__(self, inner: Verifier, cache: VerdictCache, tenant: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
         self.tenant = tenant
-        self.name = inner.name
-        self.contradiction_min = contradiction_bar(inner)
         self.hits = 0  # of this wrapper (one request)
         self.misses = 0
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from groundproxy.guards.rules import RuleResult
+from groundproxy.guards.types import CONTRADICTION_MIN as CONTRADICTION_MIN  # re-export
 from groundproxy.guards.types import (
     ActionName,
     AnswerAction,
@@ -46,6 +47,7 @@ from groundproxy.guards.types import (
     Evidence,
     Probs,
     Verdict,
+    Verifier,
 )
 from groundproxy.policies.schema import Policy
 
@@ -54,19 +56,19 @@ MISMATCH_CAP = 0.1
 MISMATCH_FLOOR = 0.8
 MISSING_CAP = 0.3
 MAX_CITATIONS = 3
-CONTRADICTION_MIN = 0.5
 
 
-def contradiction_bar(verifier: object) -> float:
+def contradiction_bar(verifier: Verifier) -> float:
     """The P(contradicted) a verifier's pair needs for a model-only ``contradicted``.
 
-    A verifier may carry ``contradiction_min`` (the shipped embedhead does: fitted on
+    Every verifier carries ``contradiction_min`` (the shipped embedhead's is fitted on
     held-out train rows so that ≤ 0.5 % of supported rows cross it — a false contradiction
-    rewrites a right answer); otherwise :data:`CONTRADICTION_MIN`. Never below it.
+    rewrites a right answer; others carry :data:`CONTRADICTION_MIN`). Never below
+    :data:`CONTRADICTION_MIN`, never above 1; a value that is not a number gives
+    :data:`CONTRADICTION_MIN`.
     """
-    bar = getattr(verifier, "contradiction_min", CONTRADICTION_MIN)
     try:
-        value = float(bar)
+        value = float(verifier.contradiction_min)
     except (TypeError, ValueError):
         return CONTRADICTION_MIN
     return min(max(value, CONTRADICTION_MIN), 1.0)

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.guards.tfidf import pair_cosines, tfidf_rows
-from groundproxy.guards.types import Pair, Probs
+from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs
 
 # Fitted on ../shared/data/train/*.jsonl only (never eval/), 61,740 rows, by
 #   .venv/bin/python bench/fit_lexical.py
@@ -46,6 +46,7 @@ class LexicalVerifier:
     """TF-IDF similarity mapped to three-label probabilities (see the module docstring)."""
 
     name: str = "lexical"
+    contradiction_min: float = CONTRADICTION_MIN  # on its own it never reaches 0.5 anyway
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,9 @@ AnswerAction = Literal["none", "annotate", "flag", "rewrite", "block", "unverifi
 ClaimAction = Literal[
     "kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"
 ]
+# The least P(contradicted) a model-only ``contradicted`` needs (guards.decide); a verifier
+# whose bar was not fitted on data carries this one.
+CONTRADICTION_MIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -108,12 +111,38 @@ class GuardReport:
     verifier: str = ""
 
 
+@runtime_checkable
 class Verifier(Protocol):
-    """Scores (evidence, claim) pairs. ``name`` identifies it in caches and reports."""
+    """Scores (evidence, claim) pairs. ``name`` identifies it in caches and reports;
+    ``contradiction_min`` is the P(contradicted) its pair needs for a model-only
+    ``contradicted`` (:data:`CONTRADICTION_MIN` unless fitted on data; the guard reads it
+    through ``guards.decide.contradiction_bar``). A wrapper forwards both
+    (:class:`WrappedVerifier`)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def contradiction_min(self) -> float: ...
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]: ...
+
+
+class WrappedVerifier:
+    """Base of a verifier that wraps ``inner`` (cache, micro-batcher …): its ``name`` and
+    contradiction bar are the inner verifier's, read through the protocol, so a wrapper can
+    never drop them. Subclasses implement ``score``."""
+
+    def __init__(self, inner: Verifier) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def contradiction_min(self) -> float:
+        return self.inner.contradiction_min
 
 
 class Embedder(Protocol):

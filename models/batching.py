@@ -33,9 +33,8 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.decide import contradiction_bar
 from groundproxy.guards.errors import GuardError
-from groundproxy.guards.types import Embedder, Pair, Probs, Verifier
+from groundproxy.guards.types import Embedder, Pair, Probs, Verifier, WrappedVerifier
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -239,14 +238,13 @@ class BatchingEmbedder:
         self.batcher.close()
 
 
-class BatchingVerifier:
-    """A Verifier whose ``score`` calls from concurrent threads are batched together."""
+class BatchingVerifier(WrappedVerifier):
+    """A Verifier whose ``score`` calls from concurrent threads are batched together; its
+    ``name`` and contradiction bar are the inner verifier's (WrappedVerifier)."""
 
     def __init__(self, inner: Verifier, options: BatchOptions | None = None) -> None:
+        super().__init__(inner)
         opts = options or BatchOptions()
-        self.inner = inner
-        self.name = inner.name
-        self.contradiction_min = contradiction_bar(inner)  # the guard reads it off the wrapper
         self.batcher: MicroBatcher[Pair, list[Probs]] = MicroBatcher(
             self._score, _items, window_s=opts.window_s, max_items=opts.max_items,
             observe=opts.observe, peers=opts.peers, name=f"verifier {inner.name}",

@@ -7,7 +7,9 @@ over ``[u, v, |u−v|, u·v, similarity / overlap / number / entity features]``
 
 The model files live in ``models/embedhead/`` (trained by ``models/train``; see its
 ``MODEL_CARD.md``); their sha256 checksums in ``meta.json`` are verified at load.
-Nothing heavy happens at import: onnxruntime and the embedder load in the constructor.
+Nothing heavy happens at import: onnxruntime loads in the constructor. The embedder is
+injected (the registry passes the configured one when it gives the backbone's vectors,
+see :func:`fits`; models.registry).
 """
 
 from __future__ import annotations
@@ -25,8 +27,12 @@ import numpy.typing as npt
 from groundproxy.guards.errors import ModelLoadError
 from groundproxy.guards.types import Embedder, Pair, Probs
 from groundproxy.models.features import N_FEATURES, featurize
+from groundproxy.retrieval.embedder import MINILM_DIM, MINILM_NAME
 
 MODEL_DIR = Path(__file__).resolve().parent / "embedhead"
+# the frozen backbone the head was trained on (retrieval.embedder's ``minilm``; the torch
+# and ONNX fp32 builds share this name because they give the same vectors)
+EMBEDDER_NAME, EMBEDDER_DIM = MINILM_NAME, MINILM_DIM
 Variant = Literal["int8", "fp32"]
 
 
@@ -59,6 +65,11 @@ def verified_model_bytes(model_dir: Path, variant: Variant, meta: dict[str, Any]
     return data
 
 
+def fits(embedder: Embedder) -> bool:
+    """Does ``embedder`` give the vectors the head was trained on (same name, same size)?"""
+    return embedder.name == EMBEDDER_NAME and embedder.dim == EMBEDDER_DIM
+
+
 class EmbedHeadVerifier:
     """Three-label verifier; ``score`` is batched (one embed call, one ONNX run)."""
 
@@ -66,7 +77,7 @@ class EmbedHeadVerifier:
         self,
         variant: Variant = "int8",
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder,
         model_dir: Path = MODEL_DIR,
         threads: int = 2,
     ) -> None:
@@ -92,10 +103,11 @@ class EmbedHeadVerifier:
             self._session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelLoadError(f"embedhead: cannot load the ONNX model: {exc}") from exc
-        if embedder is None:
-            from groundproxy.retrieval.embedder import load_embedder
-
-            embedder = load_embedder("minilm")
+        if not fits(embedder):
+            raise ModelLoadError(
+                f"embedhead: it was trained on {EMBEDDER_NAME} vectors ({EMBEDDER_DIM}-d); "
+                f"the embedder given is {embedder.name} ({embedder.dim}-d)"
+            )
         self._embedder = embedder
         self._lock = threading.Lock()
 

@@ -21,8 +21,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import structlog
+
 from groundproxy.guards.errors import ModelLoadError
-from groundproxy.guards.types import Verifier
+from groundproxy.guards.types import Embedder, Verifier
+
+log = structlog.get_logger(__name__)
 
 
 def _lexical() -> Verifier:
@@ -31,25 +35,26 @@ def _lexical() -> Verifier:
     return LexicalVerifier()
 
 
-def _embedhead() -> Verifier:
+def _embedhead(embedder: Embedder) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
-    return EmbedHeadVerifier("int8")
+    return EmbedHeadVerifier("int8", embedder=embedder)
 
 
-def _embedhead_fp32() -> Verifier:
+def _embedhead_fp32(embedder: Embedder) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
-    return EmbedHeadVerifier("fp32")
+    return EmbedHeadVerifier("fp32", embedder=embedder)
 
 
-_FACTORIES: dict[str, Callable[[], Verifier]] = {
-    "lexical": _lexical,
+_FACTORIES: dict[str, Callable[[], Verifier]] = {"lexical": _lexical}
+# verifiers that embed: built with the registry's embedder (VerifierRegistry._head_embedder)
+_EMBEDDING_FACTORIES: dict[str, Callable[[Embedder], Verifier]] = {
     "embedhead": _embedhead,
     "embedhead-fp32": _embedhead_fp32,
 }
 _ALIASES: dict[str, str] = {"default": "embedhead"}
-BUILTIN_NAMES = frozenset([*_FACTORIES, *_ALIASES])
+BUILTIN_NAMES = frozenset([*_FACTORIES, *_EMBEDDING_FACTORIES, *_ALIASES])
 FP32_SUFFIX = "@fp32"
 
 
@@ -94,12 +99,42 @@ def _built_factory(models_dir: Path, name: str) -> Callable[[], Verifier] | None
 
 class VerifierRegistry:
     """Loads each named verifier once per process; thread-safe. Names that are not
-    built in are looked up in ``models_dir`` (default :func:`models_dir_for`)."""
+    built in are looked up in ``models_dir`` (default :func:`models_dir_for`).
 
-    def __init__(self, models_dir: Path | None = None) -> None:
+    ``embedder`` is the configured embedder (the server's ``GROUNDPROXY_EMBEDDER``): a
+    verifier that embeds (``embedhead``) is built with it when it gives the vectors the
+    model was trained on; otherwise (e.g. ``hashing``, or the int8 MiniLM whose vectors
+    differ) with the one it was trained on, loaded by name through ``load_embedder``
+    (default retrieval.embedder.load_embedder, one shared instance per process).
+    """
+
+    def __init__(
+        self,
+        models_dir: Path | None = None,
+        *,
+        embedder: Embedder | None = None,
+        load_embedder: Callable[[str], Embedder] | None = None,
+    ) -> None:
         self.models_dir = models_dir if models_dir is not None else models_dir_for()
+        self.embedder = embedder
+        self._load_embedder = load_embedder
         self._loaded: dict[str, Verifier] = {}
         self._lock = threading.Lock()
+
+    def _head_embedder(self) -> Embedder:
+        """The embedder for ``embedhead``: the configured one if it fits, else MiniLM."""
+        from groundproxy.models.embedhead_verifier import fits
+
+        if self.embedder is not None and fits(self.embedder):
+            return self.embedder
+        if self.embedder is not None:
+            log.info("verifier_embedder", configured=self.embedder.name, using="minilm",
+                     reason="embedhead was trained on all-MiniLM-L6-v2 vectors")
+        if self._load_embedder is not None:
+            return self._load_embedder("minilm")
+        from groundproxy.retrieval.embedder import load_embedder
+
+        return load_embedder("minilm")
 
     def loaded(self) -> list[str]:
         """Names (as asked for, aliases resolved) of the verifiers loaded so far."""
@@ -107,12 +142,22 @@ class VerifierRegistry:
             names = set(self._loaded)
         return sorted(n for n in {*names, *_ALIASES} if _ALIASES.get(n, n) in names)
 
+    def _factory(self, key: str) -> Callable[[], Verifier] | None:
+        embedding = _EMBEDDING_FACTORIES.get(key)
+        if embedding is None:
+            return _FACTORIES.get(key) or _built_factory(self.models_dir, key)
+
+        def build() -> Verifier:
+            return embedding(self._head_embedder())
+
+        return build
+
     def get(self, name: str) -> Verifier:
         key = _ALIASES.get(name, name)
         with self._lock:
             if key in self._loaded:
                 return self._loaded[key]
-            factory = _FACTORIES.get(key) or _built_factory(self.models_dir, key)
+            factory = self._factory(key)
             if factory is None:
                 raise ModelLoadError(
                     f"unknown verifier '{name}'; available: "

@@ -17,7 +17,7 @@ from groundproxy.proxy.headers import response_headers
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.traces import TraceRequest, record_step
-from groundproxy.proxy.upstream import UpstreamClient, resolve_model
+from groundproxy.proxy.upstream import Upstream, resolve_model
 
 log = structlog.get_logger(__name__)
 
@@ -43,7 +43,7 @@ def _answer_text(choice: dict[str, Any]) -> str | None:
 async def guarded_completion(
     req: ChatCompletionRequest,
     loaded: LoadedPolicy,
-    upstream: UpstreamClient,
+    upstream: Upstream,
     guard: GuardService,
     metrics: Metrics,
     request_id: str,

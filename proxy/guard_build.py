@@ -114,10 +114,13 @@ def build_parts(
 
         embedder = load_embedder(settings.embedder)
     batching = Batching(settings.batch_window_ms, settings.batch_max, metrics)
+    # the configured embedder goes into the verifiers that embed (embedhead); they batch
+    # their own calls, so they get it unwrapped
+    verifiers = VerifierRegistry(models_dir or models_dir_for(settings.data), embedder=embedder)
     embedder = batching.embedder(embedder)
     parts = GuardParts(
         embedder=embedder,
-        verifiers=VerifierRegistry(models_dir or models_dir_for(settings.data)),
+        verifiers=verifiers,
         indexes=IndexManager(settings.data, embedder),
         calibrations=CalibrationCache(settings.data),
         batching=batching,

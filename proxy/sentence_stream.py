@@ -46,7 +46,7 @@ from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
-from groundproxy.proxy.upstream import StreamDelta, UpstreamClient, UpstreamStream, resolve_model
+from groundproxy.proxy.upstream import StreamDelta, Upstream, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +92,7 @@ class SentenceGuard:
 
 
 async def open_sentence_stream(
-    req: ChatCompletionRequest, loaded: LoadedPolicy, upstream: UpstreamClient
+    req: ChatCompletionRequest, loaded: LoadedPolicy, upstream: Upstream
 ) -> UpstreamStream:
     """Open the upstream stream (errors raise here, before the response starts)."""
     policy = loaded.policy

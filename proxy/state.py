@@ -18,13 +18,13 @@ from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.trace_store import TraceStores
-from groundproxy.proxy.upstream import UpstreamClient
+from groundproxy.proxy.upstream_types import Upstream
 
 
 class Services(NamedTuple):
     """What a route needs once the server is ready."""
 
-    upstream: UpstreamClient
+    upstream: Upstream
     guard: GuardService
 
 
@@ -32,7 +32,7 @@ class Services(NamedTuple):
 class AppState:
     settings: Settings
     policies: PolicyStore
-    upstream: UpstreamClient | None = None
+    upstream: Upstream | None = None
     guard: GuardService | None = None
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)

@@ -1,15 +1,15 @@
 """The upstream LLM call, through ``litellm.acompletion``, with errors mapped at the boundary.
 
-litellm is imported lazily (in the app's lifespan) and only after
-``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set, so it never fetches its price map.
+:class:`UpstreamClient` implements the :class:`~proxy.upstream_types.Upstream` protocol
+(typed answers and deltas, one stream parser: proxy.upstream_types). litellm is imported
+lazily (in the app's lifespan) and only after ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set,
+so it never fetches its price map.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -22,6 +22,20 @@ from groundproxy.guards.errors import (
     UpstreamTimeoutError,
 )
 from groundproxy.policies.schema import UpstreamPolicy
+from groundproxy.proxy.upstream_types import (
+    ChunkStream,
+    Completion,
+    StreamDelta,
+    Upstream,
+    UpstreamAnswer,
+    UpstreamStream,
+    collect,
+)
+
+__all__ = [
+    "ChunkStream", "Completion", "StreamDelta", "Upstream", "UpstreamAnswer", "UpstreamClient",
+    "UpstreamStream", "map_upstream_error", "resolve_model", "upstream_kwargs",
+]  # fmt: skip
 
 log = structlog.get_logger(__name__)
 
@@ -35,16 +49,6 @@ def import_litellm() -> Any:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     return litellm
-
-
-@dataclass
-class UpstreamAnswer:
-    """A whole upstream completion (streams are collected into one)."""
-
-    body: dict[str, Any]
-    seconds: float
-    chunks: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve_model(upstream: UpstreamPolicy, client_model: str) -> str:
@@ -178,27 +182,28 @@ class UpstreamClient:
             log.info("upstream_connection_dropped_retrying")
             return await self._litellm.acompletion(**kwargs)
 
+    def _map(self, exc: Exception) -> Exception:
+        return map_upstream_error(exc, self._litellm)
+
     async def complete(
         self,
         upstream: UpstreamPolicy,
         model: str,
         messages: list[dict[str, Any]],
         extra: dict[str, Any],
-        stream: bool,
+        stream: bool = False,
     ) -> UpstreamAnswer:
         """One completion; with ``stream`` the upstream streams and the chunks are collected."""
+        if stream:
+            return await collect(await self.stream(upstream, model, messages, extra))
         kwargs = upstream_kwargs(upstream, model, messages, extra)
         started = time.perf_counter()
         try:
-            if not stream:
-                resp = await self._acompletion(kwargs)
-                body: dict[str, Any] = resp.model_dump(exclude_none=False)
-                return UpstreamAnswer(body, time.perf_counter() - started)
-            kwargs["stream"] = True
             resp = await self._acompletion(kwargs)
-            return await _collect_stream(resp, started)
+            body: dict[str, Any] = resp.model_dump(exclude_none=False)
         except Exception as exc:  # mapped below, re-raised as our own tree
-            raise map_upstream_error(exc, self._litellm) from exc
+            raise self._map(exc) from exc
+        return UpstreamAnswer(Completion.from_body(body), time.perf_counter() - started)
 
     async def stream(
         self,
@@ -206,149 +211,17 @@ class UpstreamClient:
         model: str,
         messages: list[dict[str, Any]],
         extra: dict[str, Any],
-    ) -> UpstreamStream:
-        """Open a streamed completion (``stream: sentence``); connection and status
-        errors raise here, before any byte is sent to the client."""
+    ) -> ChunkStream:
+        """Open a streamed completion; connection and status errors raise here, before any
+        byte is sent to the client."""
         kwargs = upstream_kwargs(upstream, model, messages, extra)
         kwargs["stream"] = True
         started = time.perf_counter()
         try:
             raw = await self._acompletion(kwargs)
         except Exception as exc:
-            raise map_upstream_error(exc, self._litellm) from exc
-        return UpstreamStream(raw, self._litellm, started)
-
-
-@dataclass
-class StreamDelta:
-    """One upstream stream chunk, flattened: choice ``index``, ``role``/``content``
-    deltas, ``finish_reason``, ``usage``, and the chunk's ``id``/``created``/``model``."""
-
-    index: int = 0
-    role: str | None = None
-    content: str = ""
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    id: str | None = None
-    created: int | None = None
-    model: str | None = None
-
-
-def _deltas(chunk: Any) -> list[StreamDelta]:
-    data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
-    meta: dict[str, Any] = {
-        "id": data.get("id"),
-        "created": data.get("created"),
-        "model": data.get("model"),
-    }
-    usage = data.get("usage") or None
-    out = [
-        StreamDelta(
-            index=int(c.get("index") or 0),
-            role=(c.get("delta") or {}).get("role"),
-            content=(c.get("delta") or {}).get("content") or "",
-            finish_reason=c.get("finish_reason"),
-            **meta,
-        )
-        for c in data.get("choices") or []
-    ]
-    if usage:
-        if out:
-            out[-1].usage = usage
-        else:
-            out.append(StreamDelta(usage=usage, **meta))
-    return out
-
-
-class UpstreamStream:
-    """An open upstream stream (:meth:`UpstreamClient.stream`): iterate it for
-    :class:`StreamDelta` s; errors while reading are mapped like the call's; a stream
-    that ends without a ``finish_reason`` raises ``upstream_incomplete``. ``aclose()``
-    stops reading (the HTTP response is closed)."""
-
-    def __init__(self, raw: Any, litellm: Any, started: float) -> None:
-        self._raw = raw
-        self._litellm = litellm
-        self.started = started
-        self.chunks = 0
-
-    async def __aiter__(self) -> AsyncIterator[StreamDelta]:
-        finished = False
-        try:
-            async for chunk in self._raw:
-                self.chunks += 1
-                for d in _deltas(chunk):
-                    finished = finished or bool(d.finish_reason)
-                    yield d
-        except Exception as exc:
-            raise map_upstream_error(exc, self._litellm) from exc
-        if not finished:
-            raise UpstreamError(
-                f"upstream stream incomplete: it ended after {self.chunks} chunks without "
-                "a finish_reason",
-                code="upstream_incomplete",
-            )
-
-    async def aclose(self) -> None:
-        close = getattr(self._raw, "aclose", None)
-        if close is None:
-            stream = getattr(self._raw, "completion_stream", None)
-            close = getattr(stream, "aclose", None)
-        if close is not None:
-            try:
-                await close()
-            except Exception:  # closing a half-read stream must not raise in turn
-                log.debug("upstream_stream_close_failed")
-
-
-async def _collect_stream(stream: Any, started: float) -> UpstreamAnswer:
-    text: dict[int, list[str]] = {}
-    finish: dict[int, str | None] = {}
-    role: dict[int, str] = {}
-    first: dict[str, Any] = {}
-    usage: Any = None
-    n = 0
-    async for chunk in stream:
-        n += 1
-        data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
-        if not first:
-            first = data
-        if data.get("usage"):
-            usage = data["usage"]
-        for choice in data.get("choices") or []:
-            idx = int(choice.get("index") or 0)
-            delta = choice.get("delta") or {}
-            if delta.get("role"):
-                role[idx] = delta["role"]
-            if delta.get("content"):
-                text.setdefault(idx, []).append(delta["content"])
-            if choice.get("finish_reason"):
-                finish[idx] = choice["finish_reason"]
-    # EOF without a finish_reason (a cut stream), or nothing but the finish chunk litellm
-    # synthesizes when the body held no SSE event at all: never a clean answer.
-    if not finish or not (text or role):
-        raise UpstreamError(
-            f"upstream stream incomplete: it ended after {n} chunks without a finish_reason",
-            code="upstream_incomplete",
-        )
-    indices = sorted(set(text) | set(finish) | set(role)) or [0]
-    body: dict[str, Any] = {
-        "id": first.get("id") or "chatcmpl-groundproxy",
-        "object": "chat.completion",
-        "created": first.get("created") or int(time.time()),
-        "model": first.get("model"),
-        "choices": [
-            {
-                "index": i,
-                "message": {"role": role.get(i, "assistant"), "content": "".join(text.get(i, []))},
-                "finish_reason": finish.get(i) or "stop",
-            }
-            for i in indices
-        ],
-    }
-    if usage:
-        body["usage"] = usage
-    return UpstreamAnswer(body, time.perf_counter() - started, chunks=n)
+            raise self._map(exc) from exc
+        return ChunkStream(raw, self._map, started)
 
 
 def _upstream_message(exc: Exception) -> str:

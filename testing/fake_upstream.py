@@ -39,7 +39,7 @@ from starlette.routing import Route
 DEFAULT_ANSWER = "I do not know."
 
 
-def _pick_answer(script: list[dict[str, str]], body: dict[str, Any], default: str) -> str:
+def pick_answer(script: list[dict[str, str]], body: dict[str, Any], default: str) -> str:
     last_user = ""
     for m in body.get("messages", []):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
@@ -50,7 +50,7 @@ def _pick_answer(script: list[dict[str, str]], body: dict[str, Any], default: st
     return default
 
 
-def _completion(answer: str, model: str) -> dict[str, Any]:
+def completion_body(answer: str, model: str) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
@@ -71,20 +71,21 @@ def _completion(answer: str, model: str) -> dict[str, Any]:
     }
 
 
-def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
-    data = {
+def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
-    return f"data: {json.dumps(data)}\n\n".encode()
 
 
-async def _stream(
+async def stream_chunks(
     answer: str, model: str, cut: bool, drip_s: float = 0.0
-) -> AsyncIterator[bytes]:
+) -> AsyncIterator[dict[str, Any]]:
+    """The answer's chunks, a word each (``cut``: stop halfway, no finish chunk;
+    ``drip_s``: wait before each word)."""
     cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
     yield _chunk(cid, model, {"role": "assistant", "content": ""}, None)
     words = answer.split(" ")
@@ -95,7 +96,15 @@ async def _stream(
             await asyncio.sleep(drip_s)
         yield _chunk(cid, model, {"content": w if i == 0 else " " + w}, None)
     yield _chunk(cid, model, {}, "stop")
-    yield b"data: [DONE]\n\n"
+
+
+async def _stream(
+    answer: str, model: str, cut: bool, drip_s: float = 0.0
+) -> AsyncIterator[bytes]:
+    async for data in stream_chunks(answer, model, cut, drip_s):
+        yield f"data: {json.dumps(data)}\n\n".encode()
+    if not cut:
+        yield b"data: [DONE]\n\n"
 
 
 async def _counted(stream: AsyncIterable[Any], stats: dict[str, int]) -> AsyncIterator[Any]:
@@ -172,7 +181,7 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
             return Response(status_code=499)
         if model == "bad-json":
             return Response(b"{this is not json", media_type="application/json")
-        answer = _pick_answer(script, body, default)
+        answer = pick_answer(script, body, default)
         if body.get("stream"):
             return StreamingResponse(
                 _stream(
@@ -183,7 +192,7 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
                 ),
                 media_type="text/event-stream",
             )
-        return JSONResponse(_completion(answer, model))
+        return JSONResponse(completion_body(answer, model))
 
     async def models(_: Request) -> Response:
         return JSONResponse(

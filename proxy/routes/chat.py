@@ -25,7 +25,7 @@ from groundproxy.proxy.sentence_stream import (
 from groundproxy.proxy.sse import completion_to_chunks
 from groundproxy.proxy.state import Ready, RequestId, State
 from groundproxy.proxy.traces import TraceRequest, record_step, trace_for
-from groundproxy.proxy.upstream import UpstreamClient
+from groundproxy.proxy.upstream import Upstream
 
 router = APIRouter()
 
@@ -66,7 +66,7 @@ async def _incremental_response(
     request: Request,
     req: ChatCompletionRequest,
     loaded: LoadedPolicy,
-    upstream: UpstreamClient,
+    upstream: Upstream,
     guard: GuardService,
     rid: str,
     trace: TraceRequest | None,

@@ -21,7 +21,7 @@ import pytest_asyncio
 import yaml
 from fastapi import FastAPI
 
-from groundproxy.guards.types import Pair, Probs
+from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs
 from groundproxy.policies.keys import hash_key
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.settings import Settings
@@ -59,6 +59,7 @@ def chat(content: str, model: str = "gpt-4o-mini", **extra: Any) -> dict[str, An
 
 class ExplodingVerifier:
     name = "explode"
+    contradiction_min = CONTRADICTION_MIN
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
         raise RuntimeError("verifier blew up")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
 from groundproxy.guards.decide import (
@@ -17,7 +20,7 @@ from groundproxy.guards.decide import (
     trust_score,
 )
 from groundproxy.guards.rules import RuleResult
-from groundproxy.guards.types import Claim, ClaimResult, Evidence, Probs
+from groundproxy.guards.types import Claim, ClaimResult, Evidence, Pair, Probs
 from groundproxy.policies.schema import Policy, local_policy
 
 CLAIM = Claim("The warranty lasts 24 months.", (0, 29))
@@ -56,12 +59,20 @@ def test_the_verifier_contradiction_bar_turns_a_weak_contradiction_into_unverifi
 
 
 class _WithBar:
-    def __init__(self, bar: object) -> None:
+    name = "with-bar"
+
+    def __init__(self, bar: Any) -> None:
         self.contradiction_min = bar
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        return []
 
 
 def test_contradiction_bar_reads_the_verifier_and_never_goes_below_half() -> None:
-    assert contradiction_bar(object()) == CONTRADICTION_MIN
+    # the bar is a member of the Verifier protocol: no silent 0.5 for an object without it
+    with pytest.raises(AttributeError):
+        contradiction_bar(object())  # type: ignore[arg-type]
+    assert contradiction_bar(_WithBar(CONTRADICTION_MIN)) == CONTRADICTION_MIN
     assert contradiction_bar(_WithBar(0.92)) == pytest.approx(0.92)
     assert contradiction_bar(_WithBar(0.2)) == CONTRADICTION_MIN
     assert contradiction_bar(_WithBar(7)) == 1.0

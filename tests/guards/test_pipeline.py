@@ -14,6 +14,7 @@ from groundproxy.errors import GuardError
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import run_guard, unverified_report
 from groundproxy.guards.types import (
+    CONTRADICTION_MIN,
     Embedder,
     Evidence,
     EvidenceSource,
@@ -86,6 +87,7 @@ class CountingVerifier:
     def __init__(self, inner: LexicalVerifier) -> None:
         self.inner = inner
         self.name = inner.name
+        self.contradiction_min = inner.contradiction_min
         self.batches: list[int] = []
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
@@ -95,6 +97,7 @@ class CountingVerifier:
 
 class BrokenVerifier:
     name = "broken"
+    contradiction_min = CONTRADICTION_MIN
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
         raise RuntimeError("model exploded")

@@ -13,6 +13,7 @@ from groundproxy.guards.types import Pair
 from groundproxy.models.embedhead_verifier import MODEL_DIR, EmbedHeadVerifier, load_meta
 from groundproxy.models.features import N_FEATURES, featurize, split_sentences
 from groundproxy.models.registry import VerifierRegistry
+from groundproxy.retrieval.embedder import load_embedder
 
 EVIDENCE = "Every robot has a warranty of 12 months."
 SUPPORTED = Pair("The warranty lasts 12 months.", EVIDENCE)
@@ -22,7 +23,7 @@ UNVERIFIABLE = Pair("The Eiffel Tower was painted green in 1850.", EVIDENCE)
 
 @pytest.fixture(scope="module")
 def verifier() -> EmbedHeadVerifier:
-    return EmbedHeadVerifier("int8")
+    return EmbedHeadVerifier("int8", embedder=load_embedder())
 
 
 def test_shipped_files_and_size() -> None:
@@ -44,12 +45,12 @@ def test_corrupt_model_is_a_load_error(tmp_path: Path) -> None:
     data[len(data) // 2] ^= 0xFF
     target.write_bytes(bytes(data))
     with pytest.raises(ModelLoadError, match="checksum"):
-        EmbedHeadVerifier("int8", model_dir=copy)
+        EmbedHeadVerifier("int8", embedder=load_embedder(), model_dir=copy)
 
 
 def test_missing_model_dir_is_a_load_error(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError):
-        EmbedHeadVerifier("int8", model_dir=tmp_path / "nowhere")
+        EmbedHeadVerifier("int8", embedder=load_embedder(), model_dir=tmp_path / "nowhere")
 
 
 def test_registry_names_it() -> None:
@@ -140,8 +141,6 @@ def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> No
     decision) with the default policy and verifier, the request context as evidence."""
     from groundproxy.guards.pipeline import run_guard
     from groundproxy.policies.schema import local_policy
-    from groundproxy.retrieval.embedder import load_embedder
-
     context = [("system", "Every robot has a warranty of 12 months. Shipping is free in the EU.")]
     policy = local_policy("handwritten", "openai/test")
     verifier = VerifierRegistry().get("default")
@@ -181,8 +180,6 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
     the right sentence is found and the verifier judges the answer against it."""
     from groundproxy.guards.pipeline import run_guard
     from groundproxy.policies.schema import local_policy
-    from groundproxy.retrieval.embedder import load_embedder
-
     report = run_guard(
         answer, question=OBEROI_Q, context_messages=[("context", OBEROI)],
         policy=local_policy("short", "openai/test"), verifier=VerifierRegistry().get("default"),

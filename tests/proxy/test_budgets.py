@@ -13,7 +13,7 @@ import pytest
 
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.types import Pair, Probs
+from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs
 from groundproxy.models import registry
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.guarding import GuardService, build_guard
@@ -26,6 +26,7 @@ CONTEXT = [("system", "The warranty lasts 12 months. Batteries are covered for 6
 
 class SlowVerifier:
     name = "test-slow"
+    contradiction_min = CONTRADICTION_MIN
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
         time.sleep(2.0)
@@ -34,6 +35,7 @@ class SlowVerifier:
 
 class BrokenVerifier:
     name = "test-broken"
+    contradiction_min = CONTRADICTION_MIN
 
     def score(self, pairs: Sequence[Pair]) -> list[Probs]:
         raise RuntimeError("verifier backend crashed")
@@ -41,6 +43,7 @@ class BrokenVerifier:
 
 class CountingVerifier:
     name = "test-counting"
+    contradiction_min = CONTRADICTION_MIN
 
     def __init__(self) -> None:
         self.pairs = 0
