@@ -22,6 +22,8 @@ from groundproxy.guards.errors import (
     UpstreamTimeoutError,
 )
 from groundproxy.policies.schema import UpstreamPolicy
+from groundproxy.proxy.redact import redact, remember_secret
+from groundproxy.proxy.stream_checks import AnswerSeen
 
 log = structlog.get_logger(__name__)
 
@@ -123,6 +125,7 @@ def upstream_kwargs(
         kwargs["api_base"] = upstream.api_base
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
     if key:
+        remember_secret(key)  # redacted from any upstream error text (proxy.redact)
         kwargs["api_key"] = key
     elif upstream.api_base:
         # A self-hosted OpenAI-compatible server (vLLM, Ollama …) often needs no key, but
@@ -273,11 +276,12 @@ class UpstreamStream:
         self.chunks = 0
 
     async def __aiter__(self) -> AsyncIterator[StreamDelta]:
-        finished = False
+        finished, seen = False, AnswerSeen()
         try:
             async for chunk in self._raw:
                 self.chunks += 1
                 for d in _deltas(chunk):
+                    seen.check(d, self.chunks)  # a finish with no answer is an error
                     finished = finished or bool(d.finish_reason)
                     yield d
         except Exception as exc:
@@ -355,7 +359,7 @@ def _upstream_message(exc: Exception) -> str:
     msg = str(getattr(exc, "message", "") or exc)
     for prefix in ("litellm.", "OpenAIException - "):
         msg = msg.replace(prefix, "")
-    return msg.strip()[:2000] or type(exc).__name__
+    return redact(msg.strip())[:2000] or type(exc).__name__
 
 
 def map_upstream_error(exc: Exception, litellm: Any) -> Exception:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.ids import UniqueIds
 from groundproxy.retrieval.names import validate_doc_id
 from groundproxy.retrieval.readers import SourceDocument, read_documents
 from groundproxy.retrieval.writer import IndexWriter
@@ -46,7 +47,9 @@ def _ingest(
     with IndexWriter(data_dir, tenant, embedder) as writer:
         bar = tqdm(docs, desc=f"ingest {tenant}", unit="doc", file=sys.stderr,
                    disable=not progress)
-        for doc in bar:
+        unique = UniqueIds()
+        for i, doc in enumerate(bar):
+            unique.add(doc.doc_id, doc.source_path or f"documents[{i}]")
             counts[writer.upsert(doc.doc_id, doc.text, doc.source_path)] += 1
             bar.set_postfix(chunks=writer.chunks_added, refresh=False)
         bar.close()

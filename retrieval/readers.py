@@ -15,6 +15,7 @@ from pathlib import Path
 
 from groundproxy.guards.errors import BadRequestError
 from groundproxy.retrieval.html_text import html_to_text
+from groundproxy.retrieval.ids import row_doc_id
 from groundproxy.retrieval.names import sanitize_doc_id
 
 log = logging.getLogger(__name__)
@@ -147,4 +148,5 @@ def _read_jsonl(path: Path, prefix: str) -> Iterator[SourceDocument]:
             row_id = line_no
         if not isinstance(row_id, str | int):
             raise BadRequestError(f"{path}:{line_no}: the row id must be a string or integer")
-        yield SourceDocument(sanitize_doc_id(f"{prefix}/{row_id}"), body, f"{path}:{line_no}")
+        where = f"{path}:{line_no}"
+        yield SourceDocument(row_doc_id(prefix, row_id, where), body, where)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from groundproxy.guards.errors import BadRequestError
 from groundproxy.proxy.auth import admin_tenant_for
 from groundproxy.proxy.protocol import parse_json_body
+from groundproxy.proxy.redact import public_document
 from groundproxy.proxy.routes.chat import read_body
 from groundproxy.proxy.state import app_state
 from groundproxy.retrieval.ingest import delete_documents, ingest_texts
@@ -99,5 +100,5 @@ async def list_documents(request: Request) -> dict[str, Any]:
     return {
         "object": "list",
         "version": index.version,
-        "data": [dataclasses.asdict(d) for d in index.documents()],
+        "data": [public_document(d) for d in index.documents()],
     }

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from groundproxy.proxy.auth import tenant_for
+from groundproxy.proxy.readiness import readiness_body
 from groundproxy.proxy.state import app_state
 
 router = APIRouter()
@@ -22,11 +23,7 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
     state = app_state(request)
-    body: dict[str, Any] = {
-        "ready": state.ready,
-        "tenants": state.policies.tenants(),
-        "errors": state.load_errors,
-    }
+    body = readiness_body(request, state.policies, state.ready, state.load_errors)
     return JSONResponse(body, status_code=200 if state.ready else 503)
 
 
