@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field, replace
+import dataclasses
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
@@ -47,7 +48,7 @@ class Snapshot:
     by_tenant: dict[str, LoadedPolicy]
     by_key: dict[str, str]  # key hash → tenant
     by_admin_key: dict[str, str]  # admin key hash → tenant
-    refused: dict[Path, str] = field(default_factory=dict)  # valid files not served, and why
+    refused: dict[Path, str] = dataclasses.field(default_factory=dict)  # valid files not served, and why
 
 
 @dataclass(frozen=True, slots=True)
