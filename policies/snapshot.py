@@ -48,7 +48,8 @@ class Snapshot:
     by_tenant: dict[str, LoadedPolicy]
     by_key: dict[str, str]  # key hash → tenant
     by_admin_key: dict[str, str]  # admin key hash → tenant
-    refused: dict[Path, str] = dataclasses.field(default_factory=dict)  # valid files not served, and why
+    # valid files not served (policies.sharing), and why
+    refused: dict[Path, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
