@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--skip-errors", action="store_true", help="skip (and list) unreadable files")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="ingest symlinks that point outside the given folder")
 
     p = sub.add_parser("delete", help="delete documents from a tenant's index")
     _add_data(p)
@@ -120,7 +123,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "ingest":
         from groundproxy.proxy.commands import ingest
 
-        return ingest(args.data, args.tenant, args.paths, progress=not args.no_progress)
+        return ingest(args.data, args.tenant, args.paths, progress=not args.no_progress,
+                      skip_errors=args.skip_errors, follow_symlinks=args.follow_symlinks)
     if args.command == "delete":
         from groundproxy.proxy.commands import delete
 

@@ -20,8 +20,12 @@ def _embedder_name() -> str:
     return os.environ.get("GROUNDPROXY_EMBEDDER") or "minilm"
 
 
-def ingest(data: Path, tenant: str, paths: list[Path], progress: bool = True) -> int:
-    result = ingest_paths(data, tenant, paths, load_embedder(_embedder_name()), progress=progress)
+def ingest(data: Path, tenant: str, paths: list[Path], progress: bool = True,
+           skip_errors: bool = False, follow_symlinks: bool = False) -> int:
+    result = ingest_paths(data, tenant, paths, load_embedder(_embedder_name()), progress=progress,
+                          skip_errors=skip_errors, follow_symlinks=follow_symlinks)
+    for line in result.skipped:
+        print(f"skipped {line}", file=sys.stderr)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0
 

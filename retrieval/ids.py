@@ -7,6 +7,8 @@ without a word. Both are now errors that name the rows.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from groundproxy.guards.errors import BadRequestError
 from groundproxy.retrieval.names import MAX_NAME_CHARS, sanitize_doc_id
 
@@ -21,6 +23,17 @@ def row_doc_id(prefix: str, row_id: str | int, where: str) -> str:
             param="id",
         )
     return sanitize_doc_id(raw)
+
+
+def check_inside(root: Path, file: Path) -> None:
+    """Refuse a file (a symlink) of folder ``root`` that resolves outside it."""
+    real_root = root.resolve()
+    real = file.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise BadRequestError(
+            f"refusing {file}: it is a symlink to a file outside {root} "
+            "(pass --follow-symlinks to ingest such files)"
+        )
 
 
 class UniqueIds:
