@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from groundproxy.guards.errors import GroundproxyError
+from groundproxy.proxy.redact import scrub_paths
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +36,7 @@ def error_body(
 
 def exception_body(exc: GroundproxyError) -> dict[str, Any]:
     """The OpenAI error body of one of our exceptions (a response, or an SSE event)."""
-    return error_body(exc.message, exc.error_type, exc.param, exc.code)
+    return error_body(scrub_paths(exc.message), exc.error_type, exc.param, exc.code)
 
 
 def error_response(exc: GroundproxyError) -> JSONResponse:

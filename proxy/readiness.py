@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
+from groundproxy.proxy.redact import scrub_paths
 from starlette.requests import Request
 
 
@@ -36,5 +37,6 @@ def readiness_body(
     names = (f"'{policy.index_name}'", f"'{policy.verifier.model}'", f"'{policy.tenant}'")
     current = [e for e in store.errors() if own_file in e or f"'{policy.tenant}'" in e]
     current += [e for e in load_errors if any(n in e for n in names)]
-    body.update(tenant=policy.tenant, policy=loaded.policy_id, errors=current)
+    body.update(tenant=policy.tenant, policy=loaded.policy_id,
+                errors=[scrub_paths(e) for e in current])
     return body

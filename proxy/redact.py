@@ -62,6 +62,16 @@ def redact(text: str) -> str:
     return text
 
 
+# An absolute POSIX path of 2+ segments, not inside a URL or a relative id ("a/b/c").
+_ABS_PATH = re.compile(r"(?<![\w.~:/-])(?:/[^\s'\"/:;,()\[\]<>]+){2,}/?")
+
+
+def scrub_paths(text: str) -> str:
+    """``text`` with every absolute server path cut to ``…/<file name>``: clients see file
+    and document names, never where they live on the server."""
+    return _ABS_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+
+
 def public_document(info: DocumentInfo) -> dict[str, Any]:
     """A document's metadata as clients see it: the id, never the server-side file path."""
     fields = dataclasses.asdict(info)
