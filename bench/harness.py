@@ -154,7 +154,9 @@ def write_policies(folder: Path, upstream_port: int) -> dict[str, str]:
                 "model": "openai/bench",
                 "api_base": f"http://127.0.0.1:{upstream_port}/v1",
             },
-            "retrieval": {"index": INDEX},
+            # both tenants use one index, so both policies say it is shared
+            "retrieval": {"index": INDEX,
+                          "shared_with": ["guarded" if tenant == "plain" else "plain"]},
             "latency_budget_ms": 10000,
         }
         (folder / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")

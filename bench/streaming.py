@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             "tenant": tenant, "keys": [hash_key(f"key-{tenant}")], "stream": tenant,
             "upstream": {"model": f"openai/{model}", "api_key_env": "BENCH_UPSTREAM_KEY",
                          "api_base": f"http://127.0.0.1:{up_port}/v1"},
-            "retrieval": {"index": "docs"}, "latency_budget_ms": 10000,
+            "retrieval": {"index": "docs", "shared_with": [  # both use one index
+                "sentence" if tenant == "buffer" else "buffer"]}, "latency_budget_ms": 10000,
         }  # fmt: skip
         (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
     upstream = start_fake_upstream(up_port, script)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from groundproxy.guards.types import VERDICTS, ClaimResult, Evidence, GuardReport
 
@@ -80,15 +81,35 @@ def claim_counts(report: GuardReport) -> str:
     return "; ".join(parts)
 
 
+# Header values stay well under the 16 kB Node's HTTP parser accepts for all headers.
+MAX_CITATIONS_HEADER = 4096
+_ID_SAFE = "/:#@+~._-"  # kept as they are; everything else (incl. ';', '%', non-ASCII) %XX
+
+
 def citation_list(report: GuardReport) -> str:
-    """Distinct cited chunks in order of first citation, ``; ``-separated."""
+    """Distinct cited chunks in order of first citation, ``; ``-separated.
+
+    Each id is percent-encoded (UTF-8, RFC 3986: ``日本.md`` → ``%E6%97%A5%E6%9C%AC.md``;
+    ``;``, ``%``, spaces and control characters too), so any id survives and splits
+    unambiguously. The value is capped at :data:`MAX_CITATIONS_HEADER` bytes: ids that do
+    not fit are counted in a last ``more=N`` item (the body lists every citation).
+    """
     seen: list[str] = []
     for r in report.claims:
         for e in r.citations:
-            ident = header_safe(citation_id(e)).replace(";", "%3B")
+            ident = quote(citation_id(e), safe=_ID_SAFE)
             if ident and ident not in seen:
                 seen.append(ident)
-    return "; ".join(seen)
+    kept: list[str] = []
+    size = 0
+    for i, ident in enumerate(seen):
+        tail = len(f"; more={len(seen) - i}") if i + 1 < len(seen) else 0
+        if size + len(ident) + 2 + tail > MAX_CITATIONS_HEADER:
+            kept.append(f"more={len(seen) - i}")
+            break
+        kept.append(ident)
+        size += len(ident) + 2
+    return "; ".join(kept)
 
 
 def report_headers(

@@ -12,7 +12,9 @@ Rules on reload (``reload()``, the watcher thread, SIGHUP):
 * a bad edit keeps the last good policy of that file and logs why (a warning);
 * a deleted file removes its tenant;
 * a file claiming a tenant or an API key that another file already holds is
-  rejected (its last good policy, if any, stays); the file that held it first wins.
+  rejected (its last good policy, if any, stays); the file that held it first wins;
+* new files (at start-up: every file) that claim the same tenant or key are all refused,
+  whatever their names: no file wins by sorting first (``snapshot.mutual_clashes``).
 
 ``key_env`` variables are read when a file is (re)loaded: changing the variable
 alone does not change a loaded policy.
@@ -42,6 +44,7 @@ from groundproxy.policies.snapshot import (
     Snapshot,
     build_snapshot,
     log_changes,
+    mutual_clashes,
     resolve,
     scan_file,
 )
@@ -96,7 +99,8 @@ class PolicyStore:
 
     def errors(self) -> list[str]:
         """Why each rejected file's current content is not served (as of the last scan)."""
-        return [s.error for _, s in sorted(self._files.items()) if s.error]
+        files = [s.error for _, s in sorted(self._files.items()) if s.error]
+        return files + [e for _, e in sorted(self._snapshot.refused.items())]
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -108,6 +112,7 @@ class PolicyStore:
         with self._lock:
             files, snap, fingerprint, now = self._scan({})
             errors = [s.error for _, s in sorted(files.items()) if s.error]
+            errors += [e for _, e in sorted(snap.refused.items())]
             if not snap.by_tenant:
                 detail = "; ".join(errors) if errors else "no *.yaml or *.yml files"
                 raise PolicyError(f"{self.directory}: no policy loaded: {detail}")
@@ -136,7 +141,7 @@ class PolicyStore:
                 return [exc.message]
             self._dir_missing = False
             self._commit(files, snap, fingerprint, now)
-            return [s.error for _, s in sorted(files.items()) if s.error]
+            return self.errors()
 
     def _commit(
         self, files: dict[Path, FileState], snap: Snapshot, fp: _Fingerprint, now: int
@@ -147,6 +152,8 @@ class PolicyStore:
         self._fingerprint = fp
         self._scanned_ns = now
         log_changes(old, files)
+        for path, why in sorted(snap.refused.items()):
+            log.warning("policy_refused", path=str(path), error=why)
 
     def _list_files(self) -> list[Path]:
         if not self.directory.is_dir():
@@ -179,7 +186,9 @@ class PolicyStore:
             for p, s in sorted(states.items())
             if s.candidate is not None
         ]
-        accepted, rejected = resolve(incumbents, candidates)
+        refused = mutual_clashes(candidates)  # new files that clash: none of them served
+        accepted, rejected = resolve(incumbents, [c for c in candidates if c.path not in refused])
+        rejected.update(refused)
         for cand in candidates:
             if cand.path in accepted:
                 states[cand.path] = replace(

@@ -6,6 +6,7 @@ clash (same tenant, same API key) and logs what changed. Never logs key material
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ import structlog
 
 from groundproxy.errors import PolicyError
 from groundproxy.policies.parsing import LoadedPolicy, parse_policy_bytes
+from groundproxy.policies.sharing import sharing_errors
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +48,8 @@ class Snapshot:
     by_tenant: dict[str, LoadedPolicy]
     by_key: dict[str, str]  # key hash → tenant
     by_admin_key: dict[str, str]  # admin key hash → tenant
+    # valid files not served (policies.sharing), and why
+    refused: dict[Path, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,33 @@ def _key_label(lp: LoadedPolicy, key_hash: str) -> str:
     return f"a key from key_env {lp.policy.key_env}"
 
 
+def mutual_clashes(candidates: list[Candidate]) -> dict[Path, str]:
+    """New files (no last good policy) that claim the same tenant or key: all refused.
+
+    With nothing served yet (start-up, or two files added in one scan) no file has a better
+    claim than another; serving the one whose name sorts first would hand a tenant's key
+    (its clients, index and traces) to whoever adds a file that sorts earlier. Every file in
+    such a clash is refused, each error names the other file and tenant, so both owners
+    see it (logs, their admin key's ``/readyz``). Against a file already served, a new file
+    is refused by :func:`resolve` and the served one stays.
+    """
+    fresh = [c for c in candidates if c.last_good is None]
+    refused: dict[Path, str] = {}
+    for i, a in enumerate(fresh):
+        for b in fresh[i + 1:]:
+            claims = _Claims()
+            claims.add(b.new)
+            clash = claims.conflict(a.new)
+            if clash is None:
+                continue
+            for mine, other in ((a, b), (b, a)):
+                why = (f"{mine.path}: claims the same tenant or key as tenant "
+                       f"'{other.new.tenant}' ({other.path}); both files are refused until "
+                       f"one is changed (a key must name exactly one tenant): {clash[1]}")
+                refused.setdefault(mine.path, why)
+    return refused
+
+
 def resolve(
     incumbents: list[LoadedPolicy], candidates: list[Candidate]
 ) -> tuple[set[Path], dict[Path, str]]:
@@ -166,17 +197,19 @@ def resolve(
 
 
 def build_snapshot(states: dict[Path, FileState]) -> Snapshot:
+    served = [s.serving for _, s in sorted(states.items()) if s.serving is not None]
+    refused = sharing_errors(served)
     by_tenant: dict[str, LoadedPolicy] = {}
     by_key: dict[str, str] = {}
     by_admin: dict[str, str] = {}
-    for _, state in sorted(states.items()):
+    for path, state in sorted(states.items()):
         lp = state.serving
-        if lp is None:
+        if lp is None or path in refused:
             continue
         by_tenant[lp.tenant] = lp
         by_key.update(dict.fromkeys(lp.key_hashes, lp.tenant))
         by_admin.update(dict.fromkeys(lp.admin_key_hashes, lp.tenant))
-    return Snapshot(by_tenant, by_key, by_admin)
+    return Snapshot(by_tenant, by_key, by_admin, refused)
 
 
 def log_changes(old: dict[Path, FileState], new: dict[Path, FileState]) -> None:

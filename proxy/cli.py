@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--skip-errors", action="store_true", help="skip (and list) unreadable files")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="ingest symlinks that point outside the given folder")
 
     p = sub.add_parser("delete", help="delete documents from a tenant's index")
     _add_data(p)
@@ -134,7 +137,8 @@ def _run(args: argparse.Namespace) -> int:
 
         return ingest(
             settings.data, args.tenant, args.paths, progress=not args.no_progress,
-            embedder_name=settings.embedder,
+            embedder_name=settings.embedder, skip_errors=args.skip_errors,
+            follow_symlinks=args.follow_symlinks,
         )
     if args.command == "delete":
         from groundproxy.proxy.commands import delete

@@ -16,10 +16,15 @@ from groundproxy.retrieval.ingest import delete_documents, ingest_paths
 
 def ingest(
     data: Path, tenant: str, paths: list[Path], progress: bool = True,
-    embedder_name: str = "minilm",
+    embedder_name: str = "minilm", skip_errors: bool = False, follow_symlinks: bool = False,
 ) -> int:
     """``embedder_name``: the one the server uses too (``Settings.embedder``)."""
-    result = ingest_paths(data, tenant, paths, load_embedder(embedder_name), progress=progress)
+    result = ingest_paths(
+        data, tenant, paths, load_embedder(embedder_name), progress=progress,
+        skip_errors=skip_errors, follow_symlinks=follow_symlinks,
+    )
+    for line in result.skipped:
+        print(f"skipped {line}", file=sys.stderr)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0
 

@@ -31,6 +31,7 @@ from groundproxy.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
+from groundproxy.proxy.redact import scrub_paths
 
 log = structlog.get_logger(__name__)
 
@@ -95,7 +96,7 @@ def error_body(
 def exception_body(exc: GroundproxyError) -> dict[str, Any]:
     """The OpenAI error body of one of our exceptions (a response, or an SSE event)."""
     row = http_error(exc)
-    return error_body(exc.message, row.type, exc.param, row.code)
+    return error_body(scrub_paths(exc.message), row.type, exc.param, row.code)
 
 
 def error_response(exc: GroundproxyError) -> JSONResponse:

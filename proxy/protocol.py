@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundproxy.guards.errors import BadRequestError, BodyTooLargeError
+from groundproxy.proxy.json_strict import loads_strict
 
 
 class ChatMessage(BaseModel):
@@ -76,7 +77,7 @@ def parse_json_body(raw: bytes, *, max_bytes: int, max_depth: int) -> dict[str, 
     except UnicodeDecodeError as exc:
         raise BadRequestError(f"request body is not valid UTF-8 ({exc.reason})") from exc
     try:
-        data = json.loads(text)
+        data = loads_strict(text)  # NaN / Infinity / lone surrogates: 400 naming the field
     except RecursionError as exc:
         raise BadRequestError(f"request JSON nests deeper than {max_depth} levels") from exc
     except json.JSONDecodeError as exc:

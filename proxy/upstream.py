@@ -22,6 +22,7 @@ from groundproxy.guards.errors import (
     UpstreamTimeoutError,
 )
 from groundproxy.policies.schema import UpstreamPolicy
+from groundproxy.proxy.redact import redact, remember_secret
 from groundproxy.proxy.upstream_types import (
     ChunkStream,
     Completion,
@@ -127,6 +128,7 @@ def upstream_kwargs(
         kwargs["api_base"] = upstream.api_base
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
     if key:
+        remember_secret(key)  # redacted from any upstream error text (proxy.redact)
         kwargs["api_key"] = key
     elif upstream.api_base:
         # A self-hosted OpenAI-compatible server (vLLM, Ollama …) often needs no key, but
@@ -228,7 +230,7 @@ def _upstream_message(exc: Exception) -> str:
     msg = str(getattr(exc, "message", "") or exc)
     for prefix in ("litellm.", "OpenAIException - "):
         msg = msg.replace(prefix, "")
-    return msg.strip()[:2000] or type(exc).__name__
+    return redact(msg.strip())[:2000] or type(exc).__name__
 
 
 def map_upstream_error(exc: Exception, litellm: Any) -> Exception:

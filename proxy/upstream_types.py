@@ -27,6 +27,7 @@ import structlog
 
 from groundproxy.guards.errors import UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
+from groundproxy.proxy.stream_checks import AnswerSeen
 
 log = structlog.get_logger(__name__)
 
@@ -194,7 +195,7 @@ class ChunkStream:
         self.first: Json = {}
 
     async def __aiter__(self) -> AsyncIterator[StreamDelta]:
-        finished = False
+        finished, seen = False, AnswerSeen()
         try:
             async for chunk in self._raw:
                 self.chunks += 1
@@ -202,6 +203,7 @@ class ChunkStream:
                 if self.chunks == 1:
                     self.first = meta
                 for d in deltas:
+                    seen.check(d, self.chunks)  # a finish with no answer is an error
                     finished = finished or bool(d.finish_reason)
                     yield d
         except Exception as exc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _BLOCK_CHARS = 1000
+LARGE_TEXT_CHARS = 262_144  # above this, sentences are cut by regex (see iter_sentences)
 _PARAGRAPH_RE = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 _SENTENCE_END_RE = re.compile(r"[.!?…][\"'”’)\]]*\s+")
 _WHITESPACE_RE = re.compile(r"\s+")
@@ -123,13 +124,31 @@ def _block_sentences(text: str, start: int, end: int) -> Iterator[tuple[int, int
         yield gap_start, gap_end
 
 
+def _regex_sentences(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Sentence spans cut at ``. ! ?`` + whitespace: linear, for very large texts."""
+    pos = start
+    for m in _SENTENCE_END_RE.finditer(text, start, end):
+        s, e = _strip_span(text, pos, m.end())
+        if s < e:
+            yield s, e
+        pos = m.end()
+    s, e = _strip_span(text, pos, end)
+    if s < e:
+        yield s, e
+
+
+def iter_sentences(text: str) -> Iterator[tuple[int, int]]:
+    """Sentence spans in order, lazily. pysbd reads about 60 kB/s, so a text over
+    :data:`LARGE_TEXT_CHARS` is cut by a linear regex instead (chunks still end at
+    sentence ends; abbreviations such as "Dr." may end a sentence there)."""
+    split = _regex_sentences if len(text) > LARGE_TEXT_CHARS else _block_sentences
+    for b_start, b_end in _blocks(text):
+        yield from split(text, b_start, b_end)
+
+
 def split_sentences(text: str) -> list[Chunk]:
     """One ``Chunk`` per sentence, in order, with exact offsets; whitespace is never a chunk."""
-    out: list[Chunk] = []
-    for b_start, b_end in _blocks(text):
-        for s, e in _block_sentences(text, b_start, b_end):
-            out.append(Chunk(text[s:e], s, e))
-    return out
+    return [Chunk(text[s:e], s, e) for s, e in iter_sentences(text)]
 
 
 def _split_long(text: str, start: int, end: int, max_chars: int) -> Iterator[tuple[int, int]]:
@@ -154,29 +173,34 @@ def _split_long(text: str, start: int, end: int, max_chars: int) -> Iterator[tup
         yield piece_start, piece_end
 
 
+def _spans(text: str, max_chars: int) -> Iterator[tuple[int, int]]:
+    for s, e in iter_sentences(text):
+        if e - s > max_chars:
+            yield from _split_long(text, s, e, max_chars)
+        else:
+            yield s, e
+
+
+def iter_chunks(text: str, max_chars: int = 600) -> Iterator[Chunk]:
+    """:func:`chunk_text`, lazily: a large text streams through in bounded memory."""
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
+    cur_start = cur_end = -1
+    for s, e in _spans(text, max_chars):
+        if cur_start >= 0 and e - cur_start <= max_chars:
+            cur_end = e
+            continue
+        if cur_start >= 0:
+            yield Chunk(text[cur_start:cur_end], cur_start, cur_end)
+        cur_start, cur_end = s, e
+    if cur_start >= 0:
+        yield Chunk(text[cur_start:cur_end], cur_start, cur_end)
+
+
 def chunk_text(text: str, max_chars: int = 600) -> list[Chunk]:
     """Pack whole sentences into chunks of at most ``max_chars`` characters.
 
     A sentence longer than ``max_chars`` is split at whitespace (or, for a single longer
     word, hard). Offsets are exact: ``text[c.start:c.end] == c.text``.
     """
-    if max_chars < 1:
-        raise ValueError("max_chars must be at least 1")
-    spans: list[tuple[int, int]] = []
-    for sentence in split_sentences(text):
-        if sentence.end - sentence.start > max_chars:
-            spans.extend(_split_long(text, sentence.start, sentence.end, max_chars))
-        else:
-            spans.append((sentence.start, sentence.end))
-    chunks: list[Chunk] = []
-    cur_start = cur_end = -1
-    for s, e in spans:
-        if cur_start >= 0 and e - cur_start <= max_chars:
-            cur_end = e
-            continue
-        if cur_start >= 0:
-            chunks.append(Chunk(text[cur_start:cur_end], cur_start, cur_end))
-        cur_start, cur_end = s, e
-    if cur_start >= 0:
-        chunks.append(Chunk(text[cur_start:cur_end], cur_start, cur_end))
-    return chunks
+    return list(iter_chunks(text, max_chars))

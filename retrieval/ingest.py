@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.ids import UniqueIds
 from groundproxy.retrieval.names import validate_doc_id
 from groundproxy.retrieval.readers import SourceDocument, read_documents
 from groundproxy.retrieval.writer import IndexWriter
+
+_CHARS_PER_CHUNK = 450  # the progress bar's first guess, corrected per document
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class IngestResult:
     unchanged: int
     chunks_added: int
     version: int
+    skipped: list[str] = field(default_factory=list)  # "<file>: <why>" (--skip-errors)
 
 
 @dataclass(frozen=True)
@@ -43,15 +48,25 @@ def _ingest(
     from tqdm import tqdm
 
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
+    # The bar counts chunks embedded; its total grows by an estimate as each document is
+    # read and is corrected once the document is chunked, so the ETA holds for big files.
+    bar = tqdm(total=0, desc=f"ingest {tenant}", unit="chunk", file=sys.stderr,
+               disable=not progress)
     with IndexWriter(data_dir, tenant, embedder) as writer:
-        bar = tqdm(docs, desc=f"ingest {tenant}", unit="doc", file=sys.stderr,
-                   disable=not progress)
-        for doc in bar:
+        writer.on_embedded = bar.update
+        unique = UniqueIds()
+        for i, doc in enumerate(docs):
+            unique.add(doc.doc_id, doc.source_path or f"documents[{i}]")
+            estimate = max(1, len(doc.text) // _CHARS_PER_CHUNK)
+            bar.total += estimate
+            bar.refresh()
+            before = writer.chunks_added
             counts[writer.upsert(doc.doc_id, doc.text, doc.source_path)] += 1
-            bar.set_postfix(chunks=writer.chunks_added, refresh=False)
-        bar.close()
+            bar.total += writer.chunks_added - before - estimate
+            bar.set_postfix(docs=i + 1, refresh=False)
         version = writer.commit()
         chunks_added = writer.chunks_added
+    bar.close()
     return IngestResult(counts["added"], counts["replaced"], counts["unchanged"],
                         chunks_added, version)
 
@@ -62,9 +77,21 @@ def ingest_paths(
     paths: Sequence[Path],
     embedder: Embedder,
     progress: bool = True,
+    *,
+    skip_errors: bool = False,
+    follow_symlinks: bool = False,
 ) -> IngestResult:
-    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr."""
-    return _ingest(data_dir, tenant, read_documents(paths), embedder, progress)
+    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr.
+
+    ``skip_errors``: a file that cannot be read is skipped (reported in ``skipped``) instead
+    of aborting the ingest. ``follow_symlinks``: a symlink in a folder that points outside
+    it is ingested instead of refused.
+    """
+    skipped: list[str] = []
+    docs = read_documents(paths, skipped=skipped if skip_errors else None,
+                          follow_symlinks=follow_symlinks)
+    result = _ingest(data_dir, tenant, docs, embedder, progress)
+    return dataclasses.replace(result, skipped=skipped)
 
 
 def ingest_texts(

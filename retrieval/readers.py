@@ -15,6 +15,7 @@ from pathlib import Path
 
 from groundproxy.errors import BadRequestError
 from groundproxy.retrieval.html_text import html_to_text
+from groundproxy.retrieval.ids import check_inside, row_doc_id
 from groundproxy.retrieval.names import sanitize_doc_id
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,17 @@ class SourceDocument:
     source_path: str | None
 
 
-def read_documents(paths: Sequence[Path]) -> Iterator[SourceDocument]:
-    """Documents from files and folders (walked recursively, hidden entries skipped)."""
+def read_documents(
+    paths: Sequence[Path],
+    skipped: list[str] | None = None,
+    follow_symlinks: bool = False,
+) -> Iterator[SourceDocument]:
+    """Documents from files and folders (walked recursively, hidden entries skipped).
+
+    In a folder, a symlink that resolves outside the folder is refused unless
+    ``follow_symlinks``. With ``skipped`` (a list), a file that cannot be read is skipped
+    and ``"<file>: <why>"`` appended to it; otherwise its error ends the ingest.
+    """
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -44,7 +54,7 @@ def read_documents(paths: Sequence[Path]) -> Iterator[SourceDocument]:
                 if file.suffix.lower() not in SUPPORTED_SUFFIXES:
                     log.warning("skipping %s: unsupported file type", file)
                     continue
-                yield from read_file(file, rel)
+                yield from _read_checked(path, file, rel, skipped, follow_symlinks)
         elif path.is_file():
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 raise BadRequestError(
@@ -54,6 +64,22 @@ def read_documents(paths: Sequence[Path]) -> Iterator[SourceDocument]:
             yield from read_file(path, path.name)
         else:
             raise BadRequestError(f"cannot ingest {path}: no such file or folder")
+
+
+def _read_checked(
+    root: Path, file: Path, rel: str, skipped: list[str] | None, follow_symlinks: bool
+) -> list[SourceDocument]:
+    """One folder file's documents, all or none (a bad row skips the whole file)."""
+    try:
+        if not follow_symlinks:
+            check_inside(root, file)
+        return list(read_file(file, rel))
+    except BadRequestError as exc:
+        if skipped is None:
+            raise BadRequestError(f"{exc.message} (--skip-errors skips such files)") from exc
+        log.warning("skipped %s: %s", file, exc.message)
+        skipped.append(f"{file}: {exc.message}")
+        return []
 
 
 def _walk(root: Path) -> Iterator[tuple[Path, str]]:
@@ -147,4 +173,5 @@ def _read_jsonl(path: Path, prefix: str) -> Iterator[SourceDocument]:
             row_id = line_no
         if not isinstance(row_id, str | int):
             raise BadRequestError(f"{path}:{line_no}: the row id must be a string or integer")
-        yield SourceDocument(sanitize_doc_id(f"{prefix}/{row_id}"), body, f"{path}:{line_no}")
+        where = f"{path}:{line_no}"
+        yield SourceDocument(row_doc_id(prefix, row_id, where), body, where)

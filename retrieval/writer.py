@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -20,7 +21,7 @@ from typing import Literal
 from groundproxy.errors import GroundproxyError, IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo
-from groundproxy.retrieval.chunker import chunk_text
+from groundproxy.retrieval.chunker import iter_chunks
 from groundproxy.retrieval.fsutil import (
     fsync_dir,
     fsync_file,
@@ -80,6 +81,7 @@ class IndexWriter:
         self._failed = False
         self._done = True  # until fully opened: nothing for close() or __del__ to undo
         self.chunks_added = 0
+        self.on_embedded: Callable[[int], None] | None = None  # chunks embedded, per batch
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -174,12 +176,12 @@ class IndexWriter:
         return "added" if old_hash is None else "replaced"
 
     def _put(self, doc_id: str, text: str, content_hash: str, source_path: str | None) -> None:
-        pieces = chunk_text(text, self._max_chars)
-        first = self._next_label
-        self._next_label += len(pieces)
-        records = [
-            ChunkRecord(
-                label=first + i,
+        records: list[ChunkRecord] = []
+        # chunks stream into the embedder a batch at a time (a large file never waits
+        # whole, and the progress callback hears of every batch embedded)
+        for i, piece in enumerate(iter_chunks(text, self._max_chars)):
+            record = ChunkRecord(
+                label=self._next_label,
                 doc_id=doc_id,
                 chunk_id=f"c{i}",
                 text=piece.text,
@@ -188,11 +190,13 @@ class IndexWriter:
                 content_hash=sha256_text(piece.text)[:CHUNK_HASH_CHARS],
                 index_version=self._version,
             )
-            for i, piece in enumerate(pieces)
-        ]
+            self._next_label += 1
+            records.append(record)
+            self._pending[record.label] = record.text
+            if len(self._pending) >= self._batch_chunks:
+                self._flush()
         info = DocumentInfo(doc_id, content_hash, len(records), time.time(), source_path)
         self._store.put_document(info, text, records)
-        self._pending.update((r.label, r.text) for r in records)
         self.chunks_added += len(records)
 
     def _drop(self, doc_id: str) -> bool:
@@ -230,6 +234,8 @@ class IndexWriter:
                     f"for {len(batch)} texts"
                 )
             self._vectors.add([label for label, _ in batch], vectors)
+            if self.on_embedded is not None:
+                self.on_embedded(len(batch))
         self._pending.clear()
 
     def commit(self) -> int:

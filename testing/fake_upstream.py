@@ -8,7 +8,9 @@ else the default answer. Model names switch on failure modes for tests:
 - ``fail-500`` → HTTP 500 with an OpenAI error body
 - ``fail-400`` → HTTP 400
 - ``slow-<seconds>`` → sleeps before answering
-- ``bad-json`` → a 200 whose body is not JSON
+- ``bad-json`` → a 200 whose body is not JSON (also to a streamed request)
+- ``echo-key`` → HTTP 401 whose message echoes the ``Authorization`` header it received
+  (and another key-shaped string), as some providers do
 - ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
 - ``drip-<seconds>`` → a stream that waits ``<seconds>`` before each word
 
@@ -129,6 +131,19 @@ async def _sleep_unless_disconnected(request: Request, seconds: float) -> bool:
     return True
 
 
+def _echo_key(request: Request) -> JSONResponse:
+    received = request.headers.get("authorization", "")
+    message = (
+        f"Incorrect API key provided: {received}. Another project's key "
+        "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2 was also rejected."
+    )
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                   "code": "invalid_api_key"}},
+        status_code=401,
+    )
+
+
 def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> Starlette:
     state: dict[str, Any] = {"last": None}
     stats = {"started": 0, "finished": 0, "disconnected": 0, "inflight": 0}
@@ -139,7 +154,7 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
         model = str(body.get("model", ""))
         stats["started"] += 1
         stats["inflight"] += 1
-        if body.get("stream") and model not in ("fail-500", "fail-400", "bad-json"):
+        if body.get("stream") and model not in ("fail-500", "fail-400", "bad-json", "echo-key"):
             resp = await _answer(request, body, model)
             if isinstance(resp, StreamingResponse):
                 resp.body_iterator = _counted(resp.body_iterator, stats)
@@ -163,6 +178,8 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
                 },
                 status_code=500,
             )
+        if model == "echo-key":
+            return _echo_key(request)
         if model == "fail-400":
             return JSONResponse(
                 {

@@ -83,6 +83,31 @@ def _policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]
     return policy
 
 
+def share_index(specs: dict[str, dict[str, Any]]) -> None:
+    """Tenants on one index list each other (and its owner) in ``retrieval.shared_with``:
+    an index belongs to one tenant unless both policies say it is shared (policies.sharing)."""
+    users: dict[str, set[str]] = {}
+    for tenant, spec in specs.items():
+        users.setdefault(spec.get("retrieval", {}).get("index") or tenant, set()).add(tenant)
+    for index, tenants in users.items():
+        parties = tenants | ({index} if index in specs else set())
+        if len(parties) < 2:
+            continue
+        for tenant in parties:
+            retrieval = specs[tenant].setdefault("retrieval", {})
+            retrieval["shared_with"] = sorted(parties - {tenant})
+
+
+def share_index_files(directory: Path) -> None:
+    """:func:`share_index` for the policy files already written in ``directory``."""
+    files = {p.stem: p for p in sorted(directory.glob("*.yaml"))}
+    specs = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in files.values()}
+    by_tenant = {spec["tenant"]: spec for spec in specs.values()}
+    share_index(by_tenant)
+    for stem, path in files.items():
+        path.write_text(yaml.safe_dump(specs[stem]), encoding="utf-8")
+
+
 @pytest.fixture(scope="session")
 def upstream_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = free_port()
@@ -124,6 +149,7 @@ def policies_dir(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -
             actions={"contradicted": "block"},
         ),
     }
+    share_index(specs)
     for tenant, spec in specs.items():
         (d / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return d

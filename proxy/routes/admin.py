@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from groundproxy.errors import BadRequestError
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.redact import public_document
 from groundproxy.proxy.state import Parts, State
 from groundproxy.retrieval.ingest import delete_documents, ingest_texts
 
@@ -94,5 +95,5 @@ async def list_documents(loaded: AdminTenant, parts: Parts) -> dict[str, Any]:
     return {
         "object": "list",
         "version": index.version,
-        "data": [dataclasses.asdict(d) for d in index.documents()],
+        "data": [public_document(d) for d in index.documents()],
     }

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from groundproxy.proxy.auth import Tenant
+from groundproxy.proxy.readiness import readiness_body
 from groundproxy.proxy.state import State
 
 router = APIRouter()
@@ -20,12 +21,8 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(state: State) -> JSONResponse:
-    body: dict[str, Any] = {
-        "ready": state.ready,
-        "tenants": state.policies.tenants(),
-        "errors": state.load_errors,
-    }
+async def readyz(request: Request, state: State) -> JSONResponse:
+    body = readiness_body(request, state.policies, state.ready, state.load_errors)
     return JSONResponse(body, status_code=200 if state.ready else 503)
 
 

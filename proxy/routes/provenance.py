@@ -10,6 +10,7 @@ A document or trace of another tenant is a plain 404 (never 403): existence does
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -26,13 +27,14 @@ from groundproxy.retrieval.chunk_store import DocumentRecord
 router = APIRouter()
 log = structlog.get_logger(__name__)
 MAX_PASSAGE_CHARS = 100_000
+_ASCII_INT = re.compile(r"[0-9]{1,15}")
 
 
 def _int_param(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    if not raw.strip().isdigit():
+    if not _ASCII_INT.fullmatch(raw.strip()):  # not str.isdigit: '²' and '٣' are digits
         raise BadRequestError(f"'{name}' must be a non-negative integer", param=name)
     return int(raw)
 
@@ -78,7 +80,6 @@ async def get_document(
         "content_hash": doc.content_hash,
         "index_version": index.version,
         "ingested_at": doc.ingested_at,
-        "source_path": doc.source_path,
         "length": len(doc.text),
         "chunks": [
             {"chunk": c.chunk_id, "span": [c.start, c.end], "content_hash": c.content_hash,

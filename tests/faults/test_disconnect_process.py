@@ -22,7 +22,7 @@ import yaml
 
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
-from tests.conftest import _policy
+from tests.conftest import _policy, share_index_files
 from tests.faults.helpers import upstream_stats, wait_for
 
 pytestmark = pytest.mark.slow
@@ -50,6 +50,7 @@ def proxy_port(
         spec["upstream"]["models"]["drip-0.5"] = "openai/drip-0.5"
         spec["upstream"]["models"]["drip-0.1"] = "openai/drip-0.1"
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    share_index_files(policies)
     port = free_port()
     log = tmp_path_factory.mktemp("disconnect-log") / "proxy.log"
     proc: subprocess.Popen[bytes] = start_proxy(port, policies, data_dir, log_path=log)

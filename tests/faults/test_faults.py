@@ -26,7 +26,7 @@ from groundproxy.policies.keys import hash_key
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
-from tests.conftest import _policy
+from tests.conftest import _policy, share_index_files
 from tests.faults.helpers import (
     asgi_post_then_disconnect,
     open_connections,
@@ -77,6 +77,7 @@ def fault_dirs(
         for name in ("slow-5", "drip-0.5"):
             spec["upstream"]["models"][name] = f"openai/{name}"
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    share_index_files(policies)
     data = tmp_path_factory.mktemp("fault-data")
     shutil.copytree(data_dir / "acme", data / "acme")
     for broken in ("lost", "mangled"):

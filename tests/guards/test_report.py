@@ -131,8 +131,9 @@ def test_headers_are_header_safe() -> None:
     for value in headers.values():
         assert "\r" not in value and "\n" not in value
         value.encode("latin-1")
+    # ids are percent-encoded (issue 14: non-Latin-1 ids were mangled), never cut or merged
     assert headers["x-groundproxy-citations"].startswith(
-        "doc:evilset-cookie: x%3B.md#c1; doc:résumé.md#c2"
+        "doc:evil%0D%0Aset-cookie:%20x%3B.md#c1; doc:r%C3%A9sum%C3%A9%E2%98%83.md#c2"
     )
     assert headers["x-groundproxy-policy"] == "acme@1" and headers["x-groundproxy-step-id"] == "st1"
 
@@ -146,3 +147,17 @@ def test_unverified_flag_and_empty_report() -> None:
         "total=0; supported=0; contradicted=0; unverifiable=0"
     )
     assert headers["x-groundproxy-citations"] == ""
+
+
+def test_citations_header_is_capped_with_a_count() -> None:
+    from groundproxy.guards.report import MAX_CITATIONS_HEADER
+
+    r = report()
+    r.claims[0].citations = [
+        Evidence("q", f"{'x' * 240}-{i:03d}.md", "c0", 0.5, (0, 1)) for i in range(149)
+    ]
+    value = report_headers(r, "p", "s", "r")["x-groundproxy-citations"]
+    assert len(value) <= MAX_CITATIONS_HEADER
+    items = value.split("; ")
+    assert items[-1].startswith("more=")
+    assert len(items) - 1 + int(items[-1].removeprefix("more=")) >= 149

@@ -1,5 +1,10 @@
 """schemathesis against the OpenAPI schema, in process (ASGI): no input gets a 5xx.
 
+Every route (chat, models, readiness, the admin and provenance APIs) is called with the
+right key, a key of the wrong kind (a client key on admin routes), another tenant's key,
+a wrong key and none; seeded, so a run is repeatable. Besides the status, every response
+must carry ``x-request-id`` and no body may hold a server path or the upstream key.
+
 The chat and admin routes read their bodies by hand (size, depth and UTF-8 limits come
 first), so FastAPI's schema has no request bodies for them; the test adds them from the
 same pydantic models the routes validate with, so schemathesis generates real bodies.
@@ -15,17 +20,22 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from schemathesis.python import asgi
 
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.routes.admin import DeleteBody, IngestBody
 from groundproxy.proxy.settings import Settings
+from groundproxy.testing.processes import REPO_ROOT
 from tests.isolation.conftest import admin_key, key
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The upstream key the iso tenants' policies name (api_key_env): it must never leave.
+UPSTREAM_KEY = "sk-fuzz-upstream-8d7c6b5a4f3e2d1c0b9a"
+os.environ["TEST_UPSTREAM_KEY"] = UPSTREAM_KEY
 MAX_EXAMPLES = 25
+SEED = 14
 BODIES = {
     ("/v1/chat/completions", "post"): ChatCompletionRequest,
     ("/v1/groundproxy/documents", "post"): IngestBody,
@@ -44,6 +54,14 @@ def _schema_dict() -> dict[str, Any]:
             raw.setdefault("components", {}).setdefault("schemas", {})[name] = sub
         op["requestBody"] = {"required": True,
                              "content": {"application/json": {"schema": body}}}
+    # the provenance route reads its passage parameters by hand: fuzz them as free strings
+    doc = raw["paths"]["/v1/groundproxy/documents/{doc_id}"]["get"]
+    doc.setdefault("parameters", []).extend(
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+        for name in ("start", "end", "chunk")
+    )
+    # /metrics is left out of the public schema; fuzz it too (admin keys see their tenant)
+    raw["paths"].setdefault("/metrics", {"get": {"responses": {"200": {"description": "ok"}}}})
     return raw
 
 
@@ -64,16 +82,28 @@ def asgi_client(iso_dirs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFa
         yield client
 
 
+def _tokens(path: str, tenant: str) -> list[str | None]:
+    admin = path.startswith("/v1/groundproxy/") or path == "/metrics"
+    right = admin_key(tenant) if admin else key(tenant)
+    wrong_kind = key(tenant) if admin else admin_key(tenant)
+    return [right, wrong_kind, key("iso-a"), "sk-not-a-key", None]
+
+
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None,
+@seed(SEED)
+@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
-def test_no_input_gets_a_5xx(case: Any, asgi_client: Any) -> None:
+def test_no_input_gets_a_5xx(case: Any, asgi_client: Any, iso_dirs: tuple[Path, Path]) -> None:
     tenant = "iso-b"
-    admin = case.path.startswith("/v1/groundproxy/")
-    token = admin_key(tenant) if admin else key(tenant)
-    response = case.call(session=asgi_client, headers={"authorization": f"Bearer {token}"})
-    assert response.status_code < 500, (case.method, case.path, response.status_code,
-                                        response.text[:500])
-    if response.status_code >= 400 and response.content:  # every error has OpenAI's shape
-        err = response.json().get("error")
-        assert isinstance(err, dict) and set(err) == {"message", "type", "param", "code"}
+    server_paths = [str(p) for p in (*iso_dirs, REPO_ROOT, Path.home())]
+    for token in _tokens(case.path, tenant):
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        response = case.call(session=asgi_client, headers=headers)
+        where = (case.method, case.path, token, response.status_code, response.text[:500])
+        assert response.status_code < 500, where
+        assert response.headers.get("x-request-id"), where
+        assert UPSTREAM_KEY not in response.text, where
+        assert not any(p in response.text for p in server_paths), where
+        if response.status_code >= 400 and response.content:  # OpenAI's error shape
+            err = response.json().get("error")
+            assert isinstance(err, dict) and set(err) == {"message", "type", "param", "code"}

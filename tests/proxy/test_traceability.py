@@ -19,7 +19,7 @@ from groundproxy.proxy.app import create_app
 from groundproxy.proxy.calibration import write_calibration
 from groundproxy.proxy.settings import Settings
 from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
-from tests.conftest import ADMIN_KEYS, KEYS
+from tests.conftest import ADMIN_KEYS, KEYS, share_index_files
 from tests.traces_pipeline import DOCS, PART_B, SCRIPT, step_messages
 
 STEP = "x-groundproxy-step-id"
@@ -66,6 +66,7 @@ def trace_policies(root: Path, upstream_port: int) -> Path:
             "verifier": {"model": "lexical", **extra.get("verifier", {})},
         }
         (d / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    share_index_files(d)
     return d
 
 
