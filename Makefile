@@ -36,7 +36,7 @@ demo: install
 	$(VENV)/bin/groundproxy demo
 
 lint: install
-	$(VENV)/bin/ruff check proxy guards retrieval models policies testing tests bench
+	$(VENV)/bin/ruff check proxy guards retrieval models policies testing integrations tests bench
 
 # mypy cannot follow setuptools' package-dir mapping (groundproxy.X -> X/): it reads the
 # installed module names through .gp-root/groundproxy, a link to this folder.
