@@ -106,7 +106,9 @@ class CheckClient:
         try:
             resp = await self._http().post(CHECK_PATH, json=body, headers=headers)
         except httpx.HTTPError as exc:
-            raise CheckError(f"groundproxy unreachable at {self.api_base}: {type(exc).__name__}")
+            raise CheckError(
+                f"groundproxy unreachable at {self.api_base}: {type(exc).__name__}"
+            ) from exc
         if resp.status_code != 200:
             raise CheckError(f"groundproxy check failed ({resp.status_code}): {_message(resp)}")
         data = resp.json()

@@ -33,7 +33,7 @@ from groundproxy.integrations.check_client import CheckClient, CheckError, Check
 UNVERIFIED_HEADERS = {"x-groundproxy-action": "unverified"}
 
 
-class GroundproxyGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is untyped here
+class GroundproxyGuardrail(CustomGuardrail):
     def __init__(
         self,
         api_key: str | None = None,
@@ -58,7 +58,9 @@ class GroundproxyGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is
             )
         except CheckError as exc:
             if not self.fail_open:
-                raise GuardrailRaisedException(self.guardrail_name, str(exc), status_code=503)
+                raise GuardrailRaisedException(
+                    self.guardrail_name, str(exc), status_code=503
+                ) from exc
             return CheckResult(answer, "unverified", {"unverified": True}, UNVERIFIED_HEADERS)
 
     def _refuse(self, result: CheckResult) -> GuardrailRaisedException:
@@ -73,7 +75,7 @@ class GroundproxyGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is
         """A non-streamed chat completion: check each choice's text, apply the action."""
         first: CheckResult | None = None
         for choice in getattr(response, "choices", None) or []:
-            message = getattr(choice, "message", None)
+            message: Any = getattr(choice, "message", None)
             text = getattr(message, "content", None)
             if not isinstance(text, str) or not text.strip():
                 continue
@@ -87,7 +89,7 @@ class GroundproxyGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is
         hidden = getattr(response, "_hidden_params", None)
         if isinstance(hidden, dict):  # LiteLLM sends these as response headers
             hidden.setdefault("additional_headers", {}).update(first.headers)
-        setattr(response, "groundproxy", first.groundproxy)
+        response.groundproxy = first.groundproxy
         return response
 
     async def async_post_call_streaming_iterator_hook(
@@ -112,12 +114,12 @@ class GroundproxyGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is
         answered: set[int] = set()
         for n, chunk in enumerate(chunks, start=1):
             for choice in getattr(chunk, "choices", None) or []:
-                delta = getattr(choice, "delta", None)
+                delta: Any = getattr(choice, "delta", None)
                 if choice.index in results and isinstance(getattr(delta, "content", None), str):
                     # the whole returned text in the choice's first content delta
                     first = choice.index not in answered
                     delta.content = results[choice.index].answer if first else ""
                     answered.add(choice.index)
             if n == len(chunks) and verdict is not None:
-                setattr(chunk, "groundproxy", verdict.groundproxy)
+                chunk.groundproxy = verdict.groundproxy
             yield chunk
