@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test fast lint typecheck unit wheel-check lock
+.PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,17 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 install: $(VENV)/.installed
+
+# The LiteLLM proxy the integration test runs against: its own venv, pinned (never imported by
+# groundproxy; the test starts its `litellm` binary). Takes a few minutes the first time.
+LITELLM_VENV ?= .venv-litellm
+LITELLM_PIN  ?= litellm[proxy]==1.108.7
+$(LITELLM_VENV)/.installed:
+	$(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install -q '$(LITELLM_PIN)'
+	touch $@
+
+litellm-venv: $(LITELLM_VENV)/.installed
 
 demo: install
 	$(VENV)/bin/groundproxy demo
@@ -37,7 +48,7 @@ typecheck: install .gp-root/groundproxy
 	$(VENV)/bin/mypy
 
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.
-unit: install
+unit: install litellm-venv
 	$(PY) -m pytest -q -p no:cacheprovider; s=$$?; \
 	if [ $$s -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$s
 

@@ -16,7 +16,7 @@ from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.metrics import MetricsMiddleware
 from groundproxy.proxy.middleware import RequestIdMiddleware
-from groundproxy.proxy.routes import admin, chat, meta, provenance
+from groundproxy.proxy.routes import admin, chat, check, meta, provenance
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(meta.router)
     app.include_router(chat.router)
+    app.include_router(check.router)
     app.include_router(admin.router)
     app.include_router(provenance.router)
     app.include_router(metrics_route.router)
