@@ -25,10 +25,10 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -36,9 +36,11 @@ from groundproxy.guards.errors import BadRequestError
 from groundproxy.guards.trace_walk import TraceClaim, TraceNode
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
+from groundproxy.proxy import answers
 from groundproxy.retrieval.names import validate_tenant
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 TRACE_HEADER = "x-groundproxy-trace-id"
 PARENTS_HEADER = "x-groundproxy-parent-ids"
@@ -192,12 +194,18 @@ class TraceStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        answers.create_schema(self._conn)  # the inspector's returned answers (proxy.answers)
         self._lock = threading.Lock()
         self._writes = 0
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read-only ``query`` on the connection, under the store's lock."""
+        with self._lock:
+            return query(self._conn)
 
     def _fetch(self, sql: str, args: Sequence[Any]) -> list[StoredNode]:
         with self._lock:
@@ -246,6 +254,7 @@ class TraceStore:
         report: GuardReport,
         settings: TracesPolicy,
         now: float | None = None,
+        model: str = "",
     ) -> str:
         """Store one node; returns its trace id."""
         now = time.time() if now is None else now
@@ -274,6 +283,7 @@ class TraceStore:
                     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     values,
                 )
+                answers.insert(self._conn, step_id, model, report, MAX_CLAIMS)
             self._writes += 1
             prune = self._writes % PRUNE_EVERY == 1
         if prune:
@@ -294,6 +304,7 @@ class TraceStore:
                 (settings.max_nodes,),
             )
             gone += cur.rowcount
+            answers.prune_orphans(self._conn)
         return int(gone)
 
     def count(self) -> int:
@@ -335,6 +346,7 @@ class TraceRequest:
     settings: TracesPolicy
     trace_id: str | None = None
     parents: list[str] = field(default_factory=list)
+    model: str = ""  # the client's model name, shown by the inspector
 
     def record(
         self,
@@ -355,6 +367,7 @@ class TraceRequest:
             context=context,
             report=report,
             settings=self.settings,
+            model=self.model,
         )
 
     def check_parents(self) -> None:
@@ -423,7 +436,11 @@ async def record_step(
 
 
 async def trace_for(
-    headers: Mapping[str, str], stores: TraceStores | None, tenant: str, settings: TracesPolicy
+    headers: Mapping[str, str],
+    stores: TraceStores | None,
+    tenant: str,
+    settings: TracesPolicy,
+    model: str = "",
 ) -> TraceRequest | None:
     """The request's :class:`TraceRequest` (None when the tenant's traces are disabled);
     malformed headers or unknown parents → 400, checked before the upstream is called."""
@@ -432,7 +449,7 @@ async def trace_for(
         return None
     import anyio
 
-    trace = TraceRequest(stores, tenant, settings, trace_id, parents)
+    trace = TraceRequest(stores, tenant, settings, trace_id, parents, model)
     if parents:
         await anyio.to_thread.run_sync(trace.check_parents)
     return trace
