@@ -273,15 +273,17 @@ function drawDag(t, current) {
   };
   const columns = [];
   for (const n of t.nodes) (columns[depthOf(n.step_id)] ||= []).push(n.step_id);
-  const W = 190, H = 54, GX = 70, GY = 22, PAD = 16;
+  const W = 270, H = 56, GX = 70, GY = 22, PAD = 16;
   const pos = {};
   columns.forEach((ids, x) => ids.forEach((id, y) => {
     pos[id] = { x: PAD + x * (W + GX), y: PAD + y * (H + GY) };
   }));
   const rows = Math.max(...columns.map((c) => c.length));
   const dag = $("dag");
-  dag.setAttribute("viewBox", `0 0 ${PAD * 2 + columns.length * (W + GX) - GX} ${PAD * 2 + rows * (H + GY) - GY}`);
-  dag.setAttribute("height", String(PAD * 2 + rows * (H + GY) - GY));
+  const width = PAD * 2 + columns.length * (W + GX) - GX, height = PAD * 2 + rows * (H + GY) - GY;
+  dag.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  dag.setAttribute("width", String(width)); // drawn at its own size, never scaled up
+  dag.setAttribute("height", String(height));
   const errorSteps = new Set(t.unsupported.map((u) => u.error_step));
   const defs = svg("defs");
   const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
