@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv
+.PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv browser-deps
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -47,8 +47,17 @@ lint: install
 typecheck: install .gp-root/groundproxy
 	$(VENV)/bin/mypy
 
+# The verdict inspector's browser test (tests/e2e/test_inspector_browser.py) drives Debian's
+# chromium through chromium-driver; it fails (never skips) without them. CI runs as root.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		echo "installing chromium + chromium-driver (apt-get)"; \
+		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver; \
+	fi
+
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.
-unit: install litellm-venv
+unit: install litellm-venv browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider; s=$$?; \
 	if [ $$s -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$s
 

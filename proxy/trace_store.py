@@ -14,15 +14,18 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from groundproxy.guards.trace_walk import TraceClaim, TraceNode
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
+from groundproxy.proxy import answers
 from groundproxy.retrieval.names import validate_tenant
+
+T = TypeVar("T")
 
 TRACE_FILE = "traces.sqlite"
 MAX_ANSWER_CHARS = 20_000
@@ -171,12 +174,18 @@ class TraceStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        answers.create_schema(self._conn)  # the inspector's returned answers (proxy.answers)
         self._lock = threading.Lock()
         self._writes = 0
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read-only ``query`` on the connection, under the store's lock."""
+        with self._lock:
+            return query(self._conn)
 
     def _fetch(self, sql: str, args: Sequence[Any]) -> list[StoredNode]:
         with self._lock:
@@ -225,6 +234,7 @@ class TraceStore:
         report: GuardReport,
         settings: TracesPolicy,
         now: float | None = None,
+        model: str = "",
     ) -> str:
         """Store one node; returns its trace id."""
         now = time.time() if now is None else now
@@ -253,6 +263,7 @@ class TraceStore:
                     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     values,
                 )
+                answers.insert(self._conn, step_id, model, report, MAX_CLAIMS)
             self._writes += 1
             prune = self._writes % PRUNE_EVERY == 1
         if prune:
@@ -273,6 +284,7 @@ class TraceStore:
                 (settings.max_nodes,),
             )
             gone += cur.rowcount
+            answers.prune_orphans(self._conn)
         return int(gone)
 
     def count(self) -> int:

@@ -48,6 +48,7 @@ class TraceRequest:
     settings: TracesPolicy
     trace_id: str | None = None
     parents: list[str] = field(default_factory=list)
+    model: str = ""  # the client's model name, shown by the inspector
 
     def record(
         self,
@@ -68,6 +69,7 @@ class TraceRequest:
             context=context,
             report=report,
             settings=self.settings,
+            model=self.model,
         )
 
     def check_parents(self) -> None:
@@ -136,7 +138,11 @@ async def record_step(
 
 
 async def trace_for(
-    headers: Mapping[str, str], stores: TraceStores | None, tenant: str, settings: TracesPolicy
+    headers: Mapping[str, str],
+    stores: TraceStores | None,
+    tenant: str,
+    settings: TracesPolicy,
+    model: str = "",
 ) -> TraceRequest | None:
     """The request's :class:`TraceRequest` (None when the tenant's traces are disabled);
     malformed headers or unknown parents → 400, checked before the upstream is called."""
@@ -145,7 +151,7 @@ async def trace_for(
         return None
     import anyio
 
-    trace = TraceRequest(stores, tenant, settings, trace_id, parents)
+    trace = TraceRequest(stores, tenant, settings, trace_id, parents, model)
     if parents:
         await anyio.to_thread.run_sync(trace.check_parents)
     return trace

@@ -37,7 +37,7 @@ async def chat_completions(
 ) -> Response:
     upstream, guard = services
     trace = await trace_for(
-        request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces
+        request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
     )
     if wants_sentence_mode(req, loaded) or wants_relay(req, loaded):
         # stream: sentence (proxy.sentence_stream), or unguarded: relayed (proxy.relay_stream)
