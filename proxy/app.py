@@ -20,7 +20,7 @@ from groundproxy.proxy.routes import admin, chat, meta, provenance
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
-from groundproxy.proxy.traces import TraceStores
+from groundproxy.proxy.storage import open_storage
 from groundproxy.proxy.upstream import UpstreamClient
 
 log = structlog.get_logger(__name__)
@@ -30,12 +30,15 @@ def _load_resources(state: AppState) -> None:
     from groundproxy.retrieval.embedder import load_embedder
 
     settings = state.settings
+    if state.storage is not None:
+        state.storage.start()  # Postgres: connect and run the schema migrations
     state.upstream = UpstreamClient()
     guard = GuardService(
         settings.data,
         load_embedder(settings.embedder),
         batch_window_ms=settings.batch_window_ms,
         batch_max=settings.batch_max,
+        storage=state.storage,
     )
     tenants = state.policies.tenants()
     verifier_names = sorted(
@@ -86,7 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.gp = AppState(settings=settings, policies=PolicyStore(settings.policies))
-    app.state.gp.traces = TraceStores(settings.data)
+    app.state.gp.storage = storage = open_storage(settings.data, settings.database_url)
+    app.state.gp.traces = storage.traces()
     install_error_handlers(app)
     app.include_router(meta.router)
     app.include_router(chat.router)

@@ -23,9 +23,8 @@ from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Veri
 from groundproxy.models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
 from groundproxy.models.registry import VerifierRegistry, models_dir_for
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.calibration import CalibrationCache
 from groundproxy.proxy.metrics import METRICS
-from groundproxy.retrieval.tenant_index import IndexManager
+from groundproxy.proxy.storage import EmbeddedStorage, Storage
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +43,7 @@ class GuardService:
         *,
         batch_window_ms: float = 0.0,
         batch_max: int = 64,
+        storage: Storage | None = None,
     ) -> None:
         self._window_s = batch_window_ms / 1000.0
         self._batch_max = batch_max
@@ -57,8 +57,9 @@ class GuardService:
             embedder = batched
         self.embedder = embedder
         self.verifiers = VerifierRegistry(models_dir_for(data_dir))
-        self.indexes = IndexManager(data_dir, embedder)
-        self.calibrations = CalibrationCache(data_dir)  # verifier.threshold: calibrated
+        storage = storage or EmbeddedStorage(data_dir)  # Postgres when the setting names one
+        self.indexes = storage.indexes(embedder)
+        self.calibrations = storage.calibrations()  # verifier.threshold: calibrated
         # Tenant-scoped LRU of verifier outputs; stats() → logs (and metrics exporters).
         self.verdict_cache = VerdictCache()
 

@@ -10,6 +10,7 @@ from groundproxy.guards.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage import Storage
 from groundproxy.proxy.traces import TraceStores
 from groundproxy.proxy.upstream import UpstreamClient
 
@@ -23,6 +24,7 @@ class AppState:
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)
     traces: TraceStores | None = None  # multi-step traces (proxy.traces)
+    storage: Storage | None = None  # embedded files or Postgres (proxy.storage)
 
     def require(self) -> tuple[UpstreamClient, GuardService]:
         if not self.ready or self.upstream is None or self.guard is None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.names import validate_doc_id
@@ -33,8 +35,17 @@ class DeleteResult:
     version: int
 
 
-def _ingest(
-    data_dir: Path,
+# (tenant, embedder or None) -> a writer: IndexWriter on local disk, PgIndexWriter on Postgres
+WriterOpener = Callable[[str, Embedder | None], Any]
+
+
+def writer_opener(data_dir: Path) -> WriterOpener:
+    """Opens the embedded backend's ``IndexWriter`` under ``data_dir``."""
+    return functools.partial(IndexWriter, data_dir)
+
+
+def ingest_docs(
+    open_writer: WriterOpener,
     tenant: str,
     docs: Iterable[SourceDocument],
     embedder: Embedder,
@@ -43,7 +54,7 @@ def _ingest(
     from tqdm import tqdm
 
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
-    with IndexWriter(data_dir, tenant, embedder) as writer:
+    with open_writer(tenant, embedder) as writer:
         bar = tqdm(docs, desc=f"ingest {tenant}", unit="doc", file=sys.stderr,
                    disable=not progress)
         for doc in bar:
@@ -64,7 +75,7 @@ def ingest_paths(
     progress: bool = True,
 ) -> IngestResult:
     """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr."""
-    return _ingest(data_dir, tenant, read_documents(paths), embedder, progress)
+    return ingest_docs(writer_opener(data_dir), tenant, read_documents(paths), embedder, progress)
 
 
 def ingest_texts(
@@ -74,16 +85,25 @@ def ingest_texts(
     embedder: Embedder,
 ) -> IngestResult:
     """Ingest ``(doc_id, text)`` pairs; every id is validated before anything is written."""
-    sources = [SourceDocument(validate_doc_id(doc_id), text, None) for doc_id, text in docs]
-    return _ingest(data_dir, tenant, sources, embedder, progress=False)
+    return ingest_docs(writer_opener(data_dir), tenant, text_sources(docs), embedder, False)
+
+
+def text_sources(docs: Sequence[tuple[str, str]]) -> list[SourceDocument]:
+    """``(doc_id, text)`` pairs as sources; every id is validated before anything is written."""
+    return [SourceDocument(validate_doc_id(doc_id), text, None) for doc_id, text in docs]
 
 
 def delete_documents(data_dir: Path, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
     """Delete documents by id in one atomic commit."""
+    return delete_docs(writer_opener(data_dir), tenant, doc_ids)
+
+
+def delete_docs(open_writer: WriterOpener, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
+    """Delete documents by id in one atomic commit of the writer ``open_writer`` opens."""
     ids = [validate_doc_id(doc_id) for doc_id in doc_ids]
     deleted: list[str] = []
     missing: list[str] = []
-    with IndexWriter(data_dir, tenant, None) as writer:
+    with open_writer(tenant, None) as writer:
         for doc_id in ids:
             (deleted if writer.delete(doc_id) else missing).append(doc_id)
         version = writer.commit()

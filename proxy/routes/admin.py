@@ -19,8 +19,8 @@ from groundproxy.guards.errors import BadRequestError
 from groundproxy.proxy.auth import admin_tenant_for
 from groundproxy.proxy.protocol import parse_json_body
 from groundproxy.proxy.routes.chat import read_body
-from groundproxy.proxy.state import app_state
-from groundproxy.retrieval.ingest import delete_documents, ingest_texts
+from groundproxy.proxy.state import AppState, app_state
+from groundproxy.proxy.storage import EmbeddedStorage, Storage, delete_documents, ingest_texts
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
@@ -51,6 +51,10 @@ def _validate(model: type[BaseModel], data: dict[str, Any]) -> Any:
         raise BadRequestError(f"'{param}': {err['msg']}", param=param) from exc
 
 
+def _storage(state: AppState) -> Storage:
+    return state.storage if state.storage is not None else EmbeddedStorage(state.settings.data)
+
+
 async def _json(request: Request) -> dict[str, Any]:
     settings = app_state(request).settings
     raw = await read_body(request, settings.max_body_bytes)
@@ -68,7 +72,7 @@ async def add_documents(request: Request) -> dict[str, Any]:
     _, guard = state.require()
     docs = [(d.id, d.text) for d in body.documents]
     result = await anyio.to_thread.run_sync(
-        lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, guard.embedder)
+        lambda: ingest_texts(_storage(state), loaded.policy.index_name, docs, guard.embedder)
     )
     guard.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_ingested", n=len(docs), version=result.version)
@@ -83,7 +87,7 @@ async def remove_documents(request: Request) -> dict[str, Any]:
     body: DeleteBody = _validate(DeleteBody, await _json(request))
     _, guard = state.require()
     result = await anyio.to_thread.run_sync(
-        lambda: delete_documents(state.settings.data, loaded.policy.index_name, body.ids)
+        lambda: delete_documents(_storage(state), loaded.policy.index_name, body.ids)
     )
     guard.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_deleted", n=len(body.ids), version=result.version)
