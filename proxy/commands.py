@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from groundproxy.guards.errors import BadRequestError, NotFoundError
+from groundproxy.proxy import storage as backends
 from groundproxy.retrieval.embedder import load_embedder
-from groundproxy.retrieval.ingest import delete_documents, ingest_paths
 
 
 def _embedder_name() -> str:
@@ -21,13 +21,15 @@ def _embedder_name() -> str:
 
 
 def ingest(data: Path, tenant: str, paths: list[Path], progress: bool = True) -> int:
-    result = ingest_paths(data, tenant, paths, load_embedder(_embedder_name()), progress=progress)
+    store = backends.open_storage(data, os.environ.get("GROUNDPROXY_DATABASE_URL"))
+    result = backends.ingest_paths(store, tenant, paths, load_embedder(_embedder_name()), progress)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0
 
 
 def delete(data: Path, tenant: str, doc_ids: list[str]) -> int:
-    result = delete_documents(data, tenant, doc_ids)
+    store = backends.open_storage(data, os.environ.get("GROUNDPROXY_DATABASE_URL"))
+    result = backends.delete_documents(store, tenant, doc_ids)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0 if not result.missing else 1
 
