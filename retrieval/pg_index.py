@@ -49,14 +49,17 @@ JOIN gp_tenants t ON t.tenant = %(tenant)s
 # SIMD distance code dies on CPUs without AVX-512); vectors are L2-normalized, so the
 # cosine distance is 1 - the dot product of the float arrays.
 _EXACT_DISTANCE = (
-    "1 - (SELECT sum(a * b) FROM unnest(embedding::real[], q.v::vector({dim})::real[]) "
+    "1 - (SELECT sum(a::float8 * b::float8) FROM unnest(embedding::real[], q.v::vector({dim})::real[]) "
     "AS x(a, b))"
 )
 
 
 def vector_literal(row: npt.NDArray[np.float32]) -> str:
-    """pgvector's text form of one vector: ``[0.1,0.2,...]``."""
-    return "[" + ",".join(f"{float(x):.7g}" for x in row) + "]"
+    """pgvector's text form of one vector: ``[0.1,0.2,...]``. Magnitudes below 1e-30 are
+    written as 0: PostgreSQL rejects subnormal float4 input as out of range."""
+    values = np.asarray(row, dtype=np.float64)
+    values = np.where(np.abs(values) < 1e-30, 0.0, values)
+    return "[" + ",".join(f"{x:.7g}" for x in values) + "]"
 
 
 def _search_sql(dim: int) -> sql.Composed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -138,3 +139,13 @@ def test_search_plan_uses_the_hnsw_index(pg_dsn: str) -> None:
     finally:
         pool.close()
     assert "gp_chunks_hnsw_384" in plan
+
+
+def test_tiny_vector_components_are_stored_and_searched(storage: PostgresStorage) -> None:
+    """Subnormal float32 components (1e-45) would be "out of range" for PostgreSQL."""
+    emb = load_embedder("hashing")
+    ingest_texts(storage, "acme", [("warranty.md", WARRANTY)], emb)
+    query = emb.encode(["warranty months"]).copy()
+    query[0, :8] = np.float32(1e-45)
+    hits = storage.indexes(emb).get("acme").search(query, 1, -1.0)[0]
+    assert [h.doc for h in hits] == ["warranty.md"]
