@@ -65,7 +65,8 @@ def vector_literal(row: npt.NDArray[np.float32]) -> str:
 def _search_sql(dim: int) -> sql.Composed:
     search = _SEARCH
     if vector_index_kind() == "exact":
-        search = search.replace("embedding::vector({dim}) <=> q.v::vector({dim})", _EXACT_DISTANCE)
+        ann = "embedding::vector({dim}) <=> q.v::vector({dim})"
+        search = search.replace(ann, _EXACT_DISTANCE)
     return sql.SQL(search).format(dim=sql.Literal(int(dim)))
 
 
