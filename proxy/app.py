@@ -20,15 +20,17 @@ from groundproxy.proxy.routes import admin, chat, check, inspector, meta, proven
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
-from groundproxy.proxy.trace_store import TraceStores
+from groundproxy.proxy.storage import open_storage
 from groundproxy.proxy.upstream import UpstreamClient
 
 log = structlog.get_logger(__name__)
 
 
 def _load_resources(state: AppState) -> None:
+    if state.storage is not None:
+        state.storage.start()  # Postgres: connect and run the schema migrations
     state.upstream = UpstreamClient()
-    guard = build_guard(state.settings, metrics=state.metrics)
+    guard = build_guard(state.settings, metrics=state.metrics, storage=state.storage)
     state.guard, state.parts = guard, guard.parts  # before loading more: closed if that fails
     tenants = state.policies.tenants()
     verifier_names = sorted(
@@ -57,7 +59,7 @@ def _close_guard(state: AppState) -> None:
     """Stop the micro-batching workers, then close every cached tenant index."""
     if state.guard is not None:
         state.guard.close()
-        state.guard.indexes.close()
+        state.guard.parts.indexes.close()
 
 
 def _close_traces(state: AppState) -> None:
@@ -72,7 +74,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: AppState = app.state.gp
     with ExitStack() as resources:
         _open_policies(state, resources)
-        state.traces = TraceStores(state.settings.data)
+        storage = state.storage or open_storage(state.settings.data, None)
+        state.traces = storage.traces()
+        if state.storage is not None:
+            resources.callback(state.storage.close)
         resources.callback(_close_traces, state)
         resources.callback(_close_guard, state)
         try:
@@ -97,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.gp = AppState(settings=settings, policies=PolicyStore(settings.policies))
+    app.state.gp.storage = open_storage(settings.data, settings.database_url)
     install_error_handlers(app)
     app.include_router(meta.router)
     app.include_router(chat.router)

@@ -138,12 +138,12 @@ def _run(args: argparse.Namespace) -> int:
         return ingest(
             settings.data, args.tenant, args.paths, progress=not args.no_progress,
             embedder_name=settings.embedder, skip_errors=args.skip_errors,
-            follow_symlinks=args.follow_symlinks,
+            follow_symlinks=args.follow_symlinks, database_url=settings.database_url,
         )
     if args.command == "delete":
         from groundproxy.proxy.commands import delete
 
-        return delete(settings.data, args.tenant, args.doc_ids)
+        return delete(settings.data, args.tenant, args.doc_ids, settings.database_url)
     if args.command == "check":
         from groundproxy.proxy.commands import check
 

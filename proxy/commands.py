@@ -10,17 +10,19 @@ from pathlib import Path
 from typing import Literal
 
 from groundproxy.guards.errors import BadRequestError, NotFoundError
+from groundproxy.proxy import storage as backends
 from groundproxy.retrieval.embedder import load_embedder
-from groundproxy.retrieval.ingest import delete_documents, ingest_paths
 
 
 def ingest(
     data: Path, tenant: str, paths: list[Path], progress: bool = True,
     embedder_name: str = "minilm", skip_errors: bool = False, follow_symlinks: bool = False,
+    database_url: str | None = None,
 ) -> int:
-    """``embedder_name``: the one the server uses too (``Settings.embedder``)."""
-    result = ingest_paths(
-        data, tenant, paths, load_embedder(embedder_name), progress=progress,
+    """``embedder_name``/``database_url``: the server's too (``Settings``)."""
+    store = backends.open_storage(data, database_url)
+    result = backends.ingest_paths(
+        store, tenant, paths, load_embedder(embedder_name), progress,
         skip_errors=skip_errors, follow_symlinks=follow_symlinks,
     )
     for line in result.skipped:
@@ -29,8 +31,9 @@ def ingest(
     return 0
 
 
-def delete(data: Path, tenant: str, doc_ids: list[str]) -> int:
-    result = delete_documents(data, tenant, doc_ids)
+def delete(data: Path, tenant: str, doc_ids: list[str], database_url: str | None = None) -> int:
+    store = backends.open_storage(data, database_url)
+    result = backends.delete_documents(store, tenant, doc_ids)
     print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
     return 0 if not result.missing else 1
 

@@ -21,7 +21,8 @@ from groundproxy.models.registry import VerifierRegistry, models_dir_for
 from groundproxy.proxy.calibration import CalibrationCache
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.tenant_index import IndexManager
+from groundproxy.proxy.storage import EmbeddedStorage, Storage
+from groundproxy.retrieval.storage import TenantIndexes
 
 
 class Batching:
@@ -88,7 +89,7 @@ class GuardParts:
 
     embedder: Embedder
     verifiers: VerifierRegistry
-    indexes: IndexManager
+    indexes: TenantIndexes  # hnswlib files, or Postgres (proxy.storage)
     calibrations: CalibrationCache  # verifier.threshold: calibrated
     batching: Batching
     metrics: Metrics
@@ -102,6 +103,7 @@ def build_parts(
     embedder: Embedder | None = None,
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
+    storage: Storage | None = None,
 ) -> GuardParts:
     """The guard's dependencies from ``settings`` (data dir, embedder name, batching).
 
@@ -109,6 +111,7 @@ def build_parts(
     one); ``models_dir`` the built-verifier folder (default: :func:`models_dir_for`).
     """
     metrics = metrics if metrics is not None else Metrics()
+    storage = storage if storage is not None else EmbeddedStorage(settings.data)
     if embedder is None:
         from groundproxy.retrieval.embedder import load_embedder
 
@@ -121,8 +124,8 @@ def build_parts(
     parts = GuardParts(
         embedder=embedder,
         verifiers=verifiers,
-        indexes=IndexManager(settings.data, embedder),
-        calibrations=CalibrationCache(settings.data),
+        indexes=storage.indexes(embedder),
+        calibrations=storage.calibrations(),
         batching=batching,
         metrics=metrics,
     )

@@ -29,6 +29,7 @@ from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.guard_build import GuardParts, build_parts
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage import Storage
 
 log = structlog.get_logger(__name__)
 
@@ -205,8 +206,11 @@ def build_guard(
     embedder: Embedder | None = None,
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
+    storage: Storage | None = None,
 ) -> GuardService:
     """The guard for ``settings`` (see :func:`proxy.guard_build.build_parts`)."""
     return GuardService(
-        build_parts(settings, embedder=embedder, metrics=metrics, models_dir=models_dir)
+        build_parts(
+            settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
+        )
     )

@@ -38,3 +38,5 @@ class Settings(BaseSettings):
     log_level: str = "info"
     log_bodies: bool = False
     metrics_public: bool = False
+    # PostgreSQL + pgvector shared by several replicas (proxy.storage); unset: embedded files.
+    database_url: str | None = None

@@ -17,6 +17,7 @@ from groundproxy.proxy.guard_build import GuardParts
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage import Storage
 from groundproxy.proxy.trace_store import TraceStores
 from groundproxy.proxy.upstream_types import Upstream
 
@@ -39,6 +40,7 @@ class AppState:
     traces: TraceStores | None = None  # multi-step traces (proxy.traces)
     metrics: Metrics = field(default_factory=Metrics)
     parts: GuardParts | None = None  # embedder, indexes, verdict cache (proxy.guard_build)
+    storage: Storage | None = None  # embedded files or Postgres (proxy.storage)
 
     def require(self) -> Services:
         if not self.ready or self.upstream is None or self.guard is None:

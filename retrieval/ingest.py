@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.ids import UniqueIds
@@ -38,8 +40,17 @@ class DeleteResult:
     version: int
 
 
-def _ingest(
-    data_dir: Path,
+# (tenant, embedder or None) -> a writer: IndexWriter on local disk, PgIndexWriter on Postgres
+WriterOpener = Callable[[str, Embedder | None], Any]
+
+
+def writer_opener(data_dir: Path) -> WriterOpener:
+    """Opens the embedded backend's ``IndexWriter`` under ``data_dir``."""
+    return functools.partial(IndexWriter, data_dir)
+
+
+def ingest_docs(
+    open_writer: WriterOpener,
     tenant: str,
     docs: Iterable[SourceDocument],
     embedder: Embedder,
@@ -52,7 +63,7 @@ def _ingest(
     # read and is corrected once the document is chunked, so the ETA holds for big files.
     bar = tqdm(total=0, desc=f"ingest {tenant}", unit="chunk", file=sys.stderr,
                disable=not progress)
-    with IndexWriter(data_dir, tenant, embedder) as writer:
+    with open_writer(tenant, embedder) as writer:
         writer.on_embedded = bar.update
         unique = UniqueIds()
         for i, doc in enumerate(docs):
@@ -81,7 +92,22 @@ def ingest_paths(
     skip_errors: bool = False,
     follow_symlinks: bool = False,
 ) -> IngestResult:
-    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr.
+    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr."""
+    return ingest_paths_with(writer_opener(data_dir), tenant, paths, embedder, progress,
+                             skip_errors=skip_errors, follow_symlinks=follow_symlinks)
+
+
+def ingest_paths_with(
+    open_writer: WriterOpener,
+    tenant: str,
+    paths: Sequence[Path],
+    embedder: Embedder,
+    progress: bool = True,
+    *,
+    skip_errors: bool = False,
+    follow_symlinks: bool = False,
+) -> IngestResult:
+    """Ingest files and folders through ``open_writer``'s backend.
 
     ``skip_errors``: a file that cannot be read is skipped (reported in ``skipped``) instead
     of aborting the ingest. ``follow_symlinks``: a symlink in a folder that points outside
@@ -90,7 +116,7 @@ def ingest_paths(
     skipped: list[str] = []
     docs = read_documents(paths, skipped=skipped if skip_errors else None,
                           follow_symlinks=follow_symlinks)
-    result = _ingest(data_dir, tenant, docs, embedder, progress)
+    result = ingest_docs(open_writer, tenant, docs, embedder, progress)
     return dataclasses.replace(result, skipped=skipped)
 
 
@@ -101,16 +127,25 @@ def ingest_texts(
     embedder: Embedder,
 ) -> IngestResult:
     """Ingest ``(doc_id, text)`` pairs; every id is validated before anything is written."""
-    sources = [SourceDocument(validate_doc_id(doc_id), text, None) for doc_id, text in docs]
-    return _ingest(data_dir, tenant, sources, embedder, progress=False)
+    return ingest_docs(writer_opener(data_dir), tenant, text_sources(docs), embedder, False)
+
+
+def text_sources(docs: Sequence[tuple[str, str]]) -> list[SourceDocument]:
+    """``(doc_id, text)`` pairs as sources; every id is validated before anything is written."""
+    return [SourceDocument(validate_doc_id(doc_id), text, None) for doc_id, text in docs]
 
 
 def delete_documents(data_dir: Path, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
     """Delete documents by id in one atomic commit."""
+    return delete_docs(writer_opener(data_dir), tenant, doc_ids)
+
+
+def delete_docs(open_writer: WriterOpener, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
+    """Delete documents by id in one atomic commit of the writer ``open_writer`` opens."""
     ids = [validate_doc_id(doc_id) for doc_id in doc_ids]
     deleted: list[str] = []
     missing: list[str] = []
-    with IndexWriter(data_dir, tenant, None) as writer:
+    with open_writer(tenant, None) as writer:
         for doc_id in ids:
             (deleted if writer.delete(doc_id) else missing).append(doc_id)
         version = writer.commit()

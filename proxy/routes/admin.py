@@ -19,8 +19,8 @@ from groundproxy.errors import BadRequestError
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.redact import public_document
-from groundproxy.proxy.state import Parts, State
-from groundproxy.retrieval.ingest import delete_documents, ingest_texts
+from groundproxy.proxy.state import AppState, Parts, State
+from groundproxy.proxy.storage import EmbeddedStorage, Storage, delete_documents, ingest_texts
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
@@ -52,6 +52,10 @@ def _validated(model: type[M], data: dict[str, Any]) -> M:
         raise BadRequestError(f"'{param}': {err['msg']}", param=param) from exc
 
 
+def _storage(state: AppState) -> Storage:
+    return state.storage if state.storage is not None else EmbeddedStorage(state.settings.data)
+
+
 async def _ingest_body(data: JsonBody) -> IngestBody:
     return _validated(IngestBody, data)
 
@@ -70,7 +74,7 @@ async def add_documents(
 ) -> dict[str, Any]:
     docs = [(d.id, d.text) for d in body.documents]
     result = await anyio.to_thread.run_sync(
-        lambda: ingest_texts(state.settings.data, loaded.policy.index_name, docs, parts.embedder)
+        lambda: ingest_texts(_storage(state), loaded.policy.index_name, docs, parts.embedder)
     )
     parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_ingested", n=len(docs), version=result.version)
@@ -82,7 +86,7 @@ async def remove_documents(
     loaded: AdminTenant, body: Delete, parts: Parts, state: State
 ) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(
-        lambda: delete_documents(state.settings.data, loaded.policy.index_name, body.ids)
+        lambda: delete_documents(_storage(state), loaded.policy.index_name, body.ids)
     )
     parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_deleted", n=len(body.ids), version=result.version)

@@ -26,9 +26,9 @@ from groundproxy.guards.errors import AuthenticationError, BadRequestError
 from groundproxy.guards.report import report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
+from groundproxy.proxy.body import read_body
 from groundproxy.proxy.chat import new_step_id
 from groundproxy.proxy.protocol import ChatCompletionRequest, ChatMessage, parse_json_body
-from groundproxy.proxy.routes.chat import read_body
 from groundproxy.proxy.state import app_state, request_id
 from groundproxy.proxy.traces import record_step, trace_for
 

@@ -31,7 +31,7 @@ from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy import answers
 from groundproxy.proxy.auth import admin_tenant_for
 from groundproxy.proxy.routes import provenance
-from groundproxy.proxy.state import app_state
+from groundproxy.proxy.state import Parts, State, app_state
 from groundproxy.proxy.traces import STEP_ID_RE
 
 router = APIRouter()
@@ -124,16 +124,17 @@ async def get_answer(step_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/groundproxy/ui/traces/{trace_id}")
-async def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
-    _admin(request)
-    return await provenance.get_trace(trace_id, request)
+async def get_trace(
+    trace_id: str, request: Request, parts: Parts, state: State
+) -> dict[str, Any]:
+    return await provenance.get_trace(trace_id, _admin(request), parts, state)
 
 
 @router.get("/v1/groundproxy/ui/documents/{doc_id:path}")
 async def get_document(
     doc_id: str,
     request: Request,
+    parts: Parts,
     chunk: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
-    _admin(request)
-    return await provenance.get_document(doc_id, request)
+    return await provenance.get_document(doc_id, request, _admin(request), parts)

@@ -1,0 +1,153 @@
+"""Where a replica keeps what replicas may share: tenant indexes, traces, calibration.
+
+One setting chooses: without ``GROUNDPROXY_DATABASE_URL`` the embedded backend (hnswlib +
+SQLite under ``--data``, one server; the default, unchanged), with it PostgreSQL + pgvector
+(several ``groundproxy serve`` replicas behind a load balancer see the same documents,
+traces and calibration). Policy files stay files, shared by path. The verdict cache is
+never shared: it stays in each replica's memory (``GuardService.verdict_cache``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from groundproxy.guards.types import Embedder
+from groundproxy.proxy.calibration import CalibrationCache, write_calibration
+from groundproxy.proxy.trace_store import TraceStores
+from groundproxy.retrieval.ingest import (
+    DeleteResult,
+    IngestResult,
+    WriterOpener,
+    delete_docs,
+    ingest_docs,
+    ingest_paths_with,
+    text_sources,
+    writer_opener,
+)
+from groundproxy.retrieval.storage import TenantIndexes
+
+
+class Storage(Protocol):
+    """A storage backend: everything the server reads or writes outside policy files."""
+
+    name: str
+
+    def indexes(self, embedder: Embedder | None) -> TenantIndexes: ...
+
+    def open_writer(self) -> WriterOpener: ...
+
+    def traces(self) -> TraceStores: ...
+
+    def calibrations(self) -> CalibrationCache: ...
+
+    def write_calibration(self, tenant: str, content: dict[str, Any]) -> str: ...
+
+    def start(self) -> None:
+        """At server start-up: connect and migrate the schema (fails fast on a bad URL)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class EmbeddedStorage:
+    """hnswlib + SQLite generations, traces and calibration files under ``data_dir``."""
+
+    name = "embedded"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+
+    def indexes(self, embedder: Embedder | None) -> TenantIndexes:
+        from groundproxy.retrieval.manager import IndexManager
+
+        return IndexManager(self.data_dir, embedder)
+
+    def open_writer(self) -> WriterOpener:
+        return writer_opener(self.data_dir)
+
+    def traces(self) -> TraceStores:
+        return TraceStores(self.data_dir)
+
+    def calibrations(self) -> CalibrationCache:
+        return CalibrationCache(self.data_dir)
+
+    def write_calibration(self, tenant: str, content: dict[str, Any]) -> str:
+        return str(write_calibration(self.data_dir, tenant, content))
+
+    def start(self) -> None:
+        """Nothing to prepare: folders are made on first write."""
+
+    def close(self) -> None:
+        """Nothing held open here (indexes and trace stores close themselves)."""
+
+
+class PostgresStorage:
+    """PostgreSQL + pgvector at ``dsn`` (schema migrated on the first connection)."""
+
+    name = "postgres"
+
+    def __init__(self, dsn: str, pool_size: int = 8) -> None:
+        from groundproxy.retrieval.pg_pool import PgPool
+
+        self.pool = PgPool(dsn, pool_size)
+
+    def indexes(self, embedder: Embedder | None) -> TenantIndexes:
+        from groundproxy.retrieval.pg_index import PgIndexManager
+
+        return PgIndexManager(self.pool, embedder)
+
+    def open_writer(self) -> WriterOpener:
+        from groundproxy.retrieval.pg_writer import PgIndexWriter
+
+        return functools.partial(PgIndexWriter, self.pool)
+
+    def traces(self) -> TraceStores:
+        from groundproxy.proxy.pg_traces import PgTraceStores
+
+        return PgTraceStores(self.pool)
+
+    def calibrations(self) -> CalibrationCache:
+        from groundproxy.proxy.pg_traces import PgCalibrationCache
+
+        return PgCalibrationCache(self.pool)
+
+    def write_calibration(self, tenant: str, content: dict[str, Any]) -> str:
+        from groundproxy.proxy.pg_traces import write_pg_calibration
+
+        return write_pg_calibration(self.pool, tenant, content)
+
+    def start(self) -> None:
+        self.pool.migrate()
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def open_storage(data_dir: Path, database_url: str | None) -> Storage:
+    """The backend one setting selects: Postgres when ``database_url`` is set."""
+    if database_url:
+        return PostgresStorage(database_url)
+    return EmbeddedStorage(data_dir)
+
+
+def ingest_texts(
+    storage: Storage, tenant: str, docs: Sequence[tuple[str, str]], embedder: Embedder
+) -> IngestResult:
+    """Ingest ``(doc_id, text)`` pairs in one atomic commit of ``storage``."""
+    return ingest_docs(storage.open_writer(), tenant, text_sources(docs), embedder, False)
+
+
+def ingest_paths(
+    storage: Storage, tenant: str, paths: Sequence[Path], embedder: Embedder,
+    progress: bool = True, *, skip_errors: bool = False, follow_symlinks: bool = False,
+) -> IngestResult:
+    """Ingest files and folders in one atomic commit of ``storage``."""
+    return ingest_paths_with(storage.open_writer(), tenant, paths, embedder, progress,
+                             skip_errors=skip_errors, follow_symlinks=follow_symlinks)
+
+
+def delete_documents(storage: Storage, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
+    return delete_docs(storage.open_writer(), tenant, doc_ids)

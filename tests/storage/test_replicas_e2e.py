@@ -1,0 +1,120 @@
+"""Two real `groundproxy serve` replicas on one PostgreSQL (each with its own, unshared
+--data folder): a document ingested through replica 1's admin API is cited by an answer
+from replica 2; a traced three-step pipeline with steps on both replicas names its error
+step through the trace API of either replica. Policy files are shared by path."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from groundproxy.policies.keys import hash_key
+from groundproxy.testing.pg import PgServer
+from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from tests.traces_pipeline import DOCS, SCRIPT, step_messages
+
+pytestmark = pytest.mark.slow
+
+KEY, ADMIN = "sk-replica-test-key", "sk-replica-admin-key"
+HANDBOOK = "Unused robots can be returned within 30 days of delivery for a full refund."
+REFUND = "You can return an unused robot within 30 days of delivery for a full refund."
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory,
+             pg_server: PgServer) -> Iterator[tuple[str, str]]:
+    root = tmp_path_factory.mktemp("replicas")
+    dsn = pg_server.create_database()
+    up_port = free_port()
+    script = {**SCRIPT, "rules": [*SCRIPT["rules"], {"match": "refund", "answer": REFUND}]}
+    (root / "script.json").write_text(json.dumps(script), encoding="utf-8")
+    policies = root / "policies"
+    policies.mkdir()
+    spec = {
+        "tenant": "team", "keys": [hash_key(KEY)], "admin_keys": [hash_key(ADMIN)],
+        "upstream": {"model": "openai/gpt-4o-mini", "api_base": f"http://127.0.0.1:{up_port}/v1",
+                     "api_key_env": "TEST_UPSTREAM_KEY", "timeout_s": 10},
+        "actions": {"contradicted": "flag"},
+        "traces": {"enabled": True, "retention_hours": 24, "max_nodes": 1000},
+        "latency_budget_ms": 20000,
+    }
+    (policies / "team.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    env = {"GROUNDPROXY_DATABASE_URL": dsn}
+    upstream = start_fake_upstream(up_port, root / "script.json")
+    procs = []
+    try:
+        for n in (1, 2):
+            port = free_port()
+            procs.append(start_proxy(port, policies, root / f"data{n}", env=env,
+                                     log_path=root / f"replica{n}.log"))
+            procs[-1].url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+        yield procs[0].url, procs[1].url  # type: ignore[attr-defined]
+    finally:
+        for p in procs:
+            stop_process(p)
+        stop_process(upstream)
+    for n in (1, 2):  # nothing of the index or traces on local disk
+        assert not list(Path(root / f"data{n}").rglob("*.sqlite"))
+        assert not list(Path(root / f"data{n}").rglob("CURRENT"))
+
+
+def _chat(url: str, messages: list[dict[str, str]], headers: dict[str, str]) -> httpx.Response:
+    resp = httpx.post(f"{url}/v1/chat/completions",
+                      json={"model": "gpt-4o-mini", "messages": messages},
+                      headers={"authorization": f"Bearer {KEY}", **headers}, timeout=60)
+    assert resp.status_code == 200, resp.text
+    return resp
+
+
+def test_ingest_on_one_replica_is_cited_by_the_other(replicas: tuple[str, str]) -> None:
+    one, two = replicas
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    docs = [{"id": "handbook.md", "text": HANDBOOK}, *({"id": d, "text": t} for d, t in DOCS)]
+    resp = httpx.post(f"{one}/v1/groundproxy/documents", json={"documents": docs},
+                      headers=admin, timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["version"] == 1
+    deadline = time.monotonic() + 2.0  # one poll interval (0.5 s) and then some
+    while True:
+        listed = httpx.get(f"{two}/v1/groundproxy/documents", headers=admin, timeout=30).json()
+        if listed["version"] == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert listed["version"] == 1 and len(listed["data"]) == 3
+    gp = _chat(two, [{"role": "user", "content": "Can I get a refund?"}], {}).json()["groundproxy"]
+    cites = {c["doc"] for claim in gp["claims"] for c in claim["citations"]}
+    assert "handbook.md" in cites, gp
+    assert gp["claims"][0]["citations"][0]["index_version"] == 1
+
+
+def test_pipeline_across_replicas_names_the_error_step(replicas: tuple[str, str]) -> None:
+    one, two = replicas
+    trace = {"x-groundproxy-trace-id": "replicated-pipeline"}
+
+    def run(url: str, n: int, parents: list[str], inputs: list[str] | None = None
+            ) -> tuple[str, str]:
+        headers = dict(trace)
+        if parents:
+            headers["x-groundproxy-parent-ids"] = ",".join(parents)
+        resp = _chat(url, step_messages(n, inputs), headers)
+        return resp.headers["x-groundproxy-step-id"], resp.json()["choices"][0]["message"][
+            "content"]
+
+    s1, out1 = run(one, 1, [])
+    s2, out2 = run(one, 2, [])
+    s3, final = run(two, 3, [s1, s2], [out1, out2])  # parents stored by the other replica
+    assert "45 million" in final
+    for url in (one, two):
+        resp = httpx.get(f"{url}/v1/groundproxy/traces/replicated-pipeline",
+                         headers={"authorization": f"Bearer {KEY}"}, timeout=60)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert [n["step_id"] for n in body["nodes"]] == [s1, s2, s3]
+        errors = {u["error_step"] for u in body["unsupported"] if "45 million" in u["claim"]}
+        assert errors == {s2}, body["unsupported"]
