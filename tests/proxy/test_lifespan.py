@@ -12,7 +12,7 @@ import pytest
 
 from groundproxy.errors import IndexStoreError, ModelLoadError
 from groundproxy.proxy.app import create_app
-from groundproxy.proxy.metrics import METRICS, route_label
+from groundproxy.proxy.metrics import Metrics, route_label
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
 from tests.conftest import ADMIN_KEYS, KEYS
@@ -52,8 +52,8 @@ async def test_startup_failure_still_closes_what_was_opened(
     assert watchers == []
 
 
-def _requests(tenant: str, route: str, status: str) -> float:
-    value = METRICS.registry.get_sample_value(
+def _requests(metrics: Metrics, tenant: str, route: str, status: str) -> float:
+    value = metrics.registry.get_sample_value(
         "groundproxy_requests_total", {"tenant": tenant, "route": route, "status": status}
     )
     return value or 0.0
@@ -64,7 +64,7 @@ async def test_list_documents_binds_the_tenant(policies_dir: Path, data_dir: Pat
     counted (and logged) as tenant ``-``."""
     app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     route = route_label("/v1/groundproxy/documents")
-    before = _requests("acme", route, "200")
+    before = _requests(app.state.gp.metrics, "acme", route, "200")
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
         transport=transport, base_url="http://gp"
@@ -80,4 +80,4 @@ async def test_list_documents_binds_the_tenant(policies_dir: Path, data_dir: Pat
         )
         assert denied.status_code == 403
         assert denied.json()["error"]["type"] == "permission_error"
-    assert _requests("acme", route, "200") == before + 1
+    assert _requests(app.state.gp.metrics, "acme", route, "200") == before + 1
