@@ -10,6 +10,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
+SRC := errors proxy guards retrieval models policies testing integrations tests bench
+
 .PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv browser-deps
 
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -36,7 +38,8 @@ demo: install
 	$(VENV)/bin/groundproxy demo
 
 lint: install
-	$(VENV)/bin/ruff check errors proxy guards retrieval models policies testing integrations tests bench
+	$(VENV)/bin/ruff check $(SRC)
+	$(VENV)/bin/ruff format --check $(SRC)
 	$(VENV)/bin/hadolint Dockerfile
 
 # mypy cannot follow setuptools' package-dir mapping (groundproxy.X -> X/): it reads the

@@ -52,8 +52,9 @@ def batch_means(metrics: Metrics) -> dict[str, tuple[float, float]]:
     return {m: (v.get("sum", 0.0), v.get("count", 0.0)) for m, v in got.items()}
 
 
-def run(service: GuardService, verifier: str, data: list[tuple[str, str, str]],
-        concurrency: int) -> dict[str, float]:
+def run(
+    service: GuardService, verifier: str, data: list[tuple[str, str, str]], concurrency: int
+) -> dict[str, float]:
     policy = local_policy("bench", verifier={"model": verifier}, latency_budget_ms=600_000)
     lat: list[float] = []
     service.parts.verdict_cache = VerdictCache()  # every run scores every pair
@@ -77,8 +78,11 @@ def run(service: GuardService, verifier: str, data: list[tuple[str, str, str]],
     anyio.run(main)
     wall = time.perf_counter() - t
     after = batch_means(service.parts.metrics)
-    out = {"answers_per_s": len(data) / wall, "p50_ms": float(np.percentile(lat, 50)) * 1000,
-           "p95_ms": float(np.percentile(lat, 95)) * 1000}
+    out = {
+        "answers_per_s": len(data) / wall,
+        "p50_ms": float(np.percentile(lat, 50)) * 1000,
+        "p95_ms": float(np.percentile(lat, 95)) * 1000,
+    }
     for m in ("embedder", "verifier"):
         s0, c0 = before.get(m, (0.0, 0.0))
         s1, c1 = after.get(m, (0.0, 0.0))
@@ -104,9 +108,12 @@ def main() -> None:
     data = rows(args.answers)
     embedder = load_embedder("minilm")
     windows = [float(w) for w in args.windows.split(",")]
-    print(f"cpus {os.cpu_count()}, load average at start {os.getloadavg()[0]:.1f} (shared "
-          f"machine); {len(data)} halueval-qa answers, {args.concurrency} concurrent guards, "
-          f"embedder {embedder.name} (onnxruntime)", flush=True)
+    print(
+        f"cpus {os.cpu_count()}, load average at start {os.getloadavg()[0]:.1f} (shared "
+        f"machine); {len(data)} halueval-qa answers, {args.concurrency} concurrent guards, "
+        f"embedder {embedder.name} (onnxruntime)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as d:
         services = {
             w: build_guard(Settings(data=Path(d), batch_window_ms=w), embedder=embedder)
@@ -122,15 +129,20 @@ def main() -> None:
                     if w not in best or r["answers_per_s"] > best[w]["answers_per_s"]:
                         best[w] = r
             print(f"\nverifier {verifier}: best of {args.rounds} interleaved rounds")
-            print("| window ms | answers/s | vs off | guard p50 ms | guard p95 ms | "
-                  "mean embedder batch | mean verifier batch |")
+            print(
+                "| window ms | answers/s | vs off | guard p50 ms | guard p95 ms | "
+                "mean embedder batch | mean verifier batch |"
+            )
             print("|---|---|---|---|---|---|---|")
             base = best[windows[0]]["answers_per_s"]
             for w in windows:
                 r = best[w]
-                print(f"| {w:g} | {r['answers_per_s']:.1f} | {r['answers_per_s'] / base:.2f}x | "
-                      f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {_mean(r['embedder_batch'])} | "
-                      f"{_mean(r['verifier_batch'])} |", flush=True)
+                print(
+                    f"| {w:g} | {r['answers_per_s']:.1f} | {r['answers_per_s'] / base:.2f}x | "
+                    f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {_mean(r['embedder_batch'])} | "
+                    f"{_mean(r['verifier_batch'])} |",
+                    flush=True,
+                )
         for s in services.values():
             s.close()
 

@@ -48,8 +48,9 @@ def main() -> None:
         t0 = time.perf_counter()
         v.score(rows)
         ms = 1000.0 * (time.perf_counter() - t0) / len(rows)
-        tokens = sum(len(v._encode_nli(p)[0] if v.kind == "nli" else v._encode_causal(p)[0])
-                     for p in rows) / len(rows)
+        tokens = sum(
+            len(v._encode_nli(p)[0] if v.kind == "nli" else v._encode_causal(p)[0]) for p in rows
+        ) / len(rows)
         print(f"  {variant:<5} batch {batch:>2}: {ms:8.1f} ms/pair  (mean {tokens:.0f} tokens)")
     v = BuiltVerifier(folder, "int8")
     for expected, pair in PROBES:

@@ -81,8 +81,11 @@ def main() -> None:
     p.add_argument("--sentences", type=int, default=2000)
     p.add_argument("--corpus", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--backends", default="minilm-torch,minilm,minilm-int8",
-                   help="comma list; the first is the reference")
+    p.add_argument(
+        "--backends",
+        default="minilm-torch,minilm,minilm-int8",
+        help="comma list; the first is the reference",
+    )
     p.add_argument("--skip-speed", action="store_true")
     args = p.parse_args()
     from groundproxy.retrieval.embedder import load_embedder
@@ -100,8 +103,10 @@ def main() -> None:
     vecs = {n: e.encode(sents) for n, e in backends.items()}
     cvecs = {n: e.encode(corpus) for n, e in backends.items()}
     ref_top = top3(vecs[ref], cvecs[ref])
-    print(f"\nparity vs {ref} on {len(sents)} eval sentences; retrieval over {len(corpus)} "
-          "distinct ~128-token eval chunks (exact search)")
+    print(
+        f"\nparity vs {ref} on {len(sents)} eval sentences; retrieval over {len(corpus)} "
+        "distinct ~128-token eval chunks (exact search)"
+    )
     print("| embedder | name | cosine mean | cosine min | chunk cosine min | recall@3 overlap |")
     print("|---|---|---|---|---|---|")
     for n, e in backends.items():
@@ -109,15 +114,23 @@ def main() -> None:
         ccos = (cvecs[n] * cvecs[ref]).sum(axis=1)
         top = top3(vecs[n], cvecs[n])
         overlap = np.mean([len(set(a) & set(b)) / 3 for a, b in zip(top, ref_top, strict=True)])
-        print(f"| {n} | {e.name} | {cos.mean():.6f} | {cos.min():.6f} | {ccos.min():.6f} | "
-              f"{overlap:.4f} |", flush=True)
+        print(
+            f"| {n} | {e.name} | {cos.mean():.6f} | {cos.min():.6f} | {ccos.min():.6f} | "
+            f"{overlap:.4f} |",
+            flush=True,
+        )
 
     if args.skip_speed:
         return
     short, long_ = sents[:256], corpus[:256]
-    plan = [("claims", short, 1, 48), ("claims", short, 8, 128), ("claims", short, 64, 256),
-            ("128-token chunks", long_, 1, 24), ("128-token chunks", long_, 8, 64),
-            ("128-token chunks", long_, 64, 128)]
+    plan = [
+        ("claims", short, 1, 48),
+        ("claims", short, 8, 128),
+        ("claims", short, 64, 256),
+        ("128-token chunks", long_, 1, 24),
+        ("128-token chunks", long_, 8, 64),
+        ("128-token chunks", long_, 64, 128),
+    ]
     best: dict[tuple[str, int, str], float] = {}
     for _ in range(args.rounds):
         for kind, texts, batch, n_texts in plan:
@@ -125,13 +138,24 @@ def main() -> None:
                 key = (kind, batch, n)
                 best[key] = max(best.get(key, 0.0), throughput(e, texts[:n_texts], batch))
     print("\ntexts/s (best of rounds, backends interleaved)")
-    print("| texts | batch | " + " | ".join(names) + " | "
-          + " | ".join(f"{n} / {ref}" for n in names[1:]) + " |")
+    print(
+        "| texts | batch | "
+        + " | ".join(names)
+        + " | "
+        + " | ".join(f"{n} / {ref}" for n in names[1:])
+        + " |"
+    )
     print("|---|---|" + "---|" * (2 * len(names) - 1))
     for kind, _, batch, _ in plan:
         r = [best[(kind, batch, n)] for n in names]
-        print(f"| {kind} | {batch} | " + " | ".join(f"{x:.0f}" for x in r) + " | "
-              + " | ".join(f"{x / r[0]:.2f}x" for x in r[1:]) + " |", flush=True)
+        print(
+            f"| {kind} | {batch} | "
+            + " | ".join(f"{x:.0f}" for x in r)
+            + " | "
+            + " | ".join(f"{x / r[0]:.2f}x" for x in r[1:])
+            + " |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,10 @@ def main() -> None:
             "keys": [hash_key(f"key-{tenant}")],
             "guard": guard,
             "upstream": {"model": "openai/bench", "api_base": f"http://127.0.0.1:{up_port}/v1"},
-            "retrieval": {"index": "shared",  # both use one index: both say it is shared
-                          "shared_with": ["guarded" if tenant == "plain" else "plain"]},
+            "retrieval": {
+                "index": "shared",  # both use one index: both say it is shared
+                "shared_with": ["guarded" if tenant == "plain" else "plain"],
+            },
             "latency_budget_ms": 10000,
         }
         (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")

@@ -155,8 +155,10 @@ def write_policies(folder: Path, upstream_port: int) -> dict[str, str]:
                 "api_base": f"http://127.0.0.1:{upstream_port}/v1",
             },
             # both tenants use one index, so both policies say it is shared
-            "retrieval": {"index": INDEX,
-                          "shared_with": ["guarded" if tenant == "plain" else "plain"]},
+            "retrieval": {
+                "index": INDEX,
+                "shared_with": ["guarded" if tenant == "plain" else "plain"],
+            },
             "latency_budget_ms": 10000,
         }
         (folder / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
@@ -246,7 +248,10 @@ def start_litellm(
     log = open(work / "litellm.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [str(binary), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=work,
     )
     wait_http(f"http://127.0.0.1:{port}/health/liveliness", proc, timeout_s=180)
     return port, proc

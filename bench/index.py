@@ -81,10 +81,17 @@ def bench_size(n: int, queries: int, tmp: Path, max_build_s: float) -> dict[str,
     del index
     path.unlink()
     return {
-        "target": n, "chunks": reached, "build_s": build_s, "rate": reached / build_s,
-        "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
-        "batched_ms_per_query": batch_ms, "rss_mb": mem, "file_mb": size_mb,
-        "rss_mb_per_million": mem * 1e6 / reached, "file_mb_per_million": size_mb * 1e6 / reached,
+        "target": n,
+        "chunks": reached,
+        "build_s": build_s,
+        "rate": reached / build_s,
+        "p50_ms": pct(lat, 50),
+        "p99_ms": pct(lat, 99),
+        "batched_ms_per_query": batch_ms,
+        "rss_mb": mem,
+        "file_mb": size_mb,
+        "rss_mb_per_million": mem * 1e6 / reached,
+        "file_mb_per_million": size_mb * 1e6 / reached,
     }
 
 
@@ -118,10 +125,19 @@ def bench_ingest(chunks: int, tmp: Path, names: list[str]) -> list[dict[str, flo
         t, cpu = time.perf_counter(), time.process_time()
         result = ingest_texts(tmp / f"ingest-{name}", "bench", docs, embedder)
         s, cpu_s = time.perf_counter() - t, time.process_time() - cpu
-        out.append({"embedder": name, "name": embedder.name, "load_s": load_s,
-                    "docs": len(docs), "chunks": result.chunks_added, "seconds": s,
-                    "chunks_per_s": result.chunks_added / s, "cpu_s": cpu_s,
-                    "chunks_per_cpu_s": result.chunks_added / cpu_s})
+        out.append(
+            {
+                "embedder": name,
+                "name": embedder.name,
+                "load_s": load_s,
+                "docs": len(docs),
+                "chunks": result.chunks_added,
+                "seconds": s,
+                "chunks_per_s": result.chunks_added / s,
+                "cpu_s": cpu_s,
+                "chunks_per_cpu_s": result.chunks_added / cpu_s,
+            }
+        )
     return out
 
 
@@ -132,10 +148,14 @@ def _tenant_source(data: Path, chunks: int) -> None:
 
     with IndexWriter(data, "t0", HashingEmbedder()) as w:
         for d in range(chunks // 12):
-            w.upsert(f"doc{d}", " ".join(
-                f"Sentence {i} of document {d} is about topic {(d * 31 + i) % 997}, "
-                f"which has {i * 7 % 13} parts and a long enough body to fill chunks."
-                for i in range(60)))
+            w.upsert(
+                f"doc{d}",
+                " ".join(
+                    f"Sentence {i} of document {d} is about topic {(d * 31 + i) % 997}, "
+                    f"which has {i * 7 % 13} parts and a long enough body to fill chunks."
+                    for i in range(60)
+                ),
+            )
         w.commit()
 
 
@@ -168,7 +188,8 @@ def bench_lru(tmp: Path, tenants: int = 8, chunks: int = 10_000) -> dict[str, fl
                 index = mgr.get(f"t{i}")
                 index.search(query, 3, 0.0)
                 (cold if rnd == 0 or max_loaded < tenants else warm).append(
-                    (time.perf_counter() - s) * 1000)
+                    (time.perf_counter() - s) * 1000
+                )
                 peak = max(peak, rss_mb())
         out["chunks_per_tenant"] = float(mgr.get("t0").count)
         out[f"cold_ms_{max_loaded}"] = pct(cold, 50)
@@ -190,48 +211,70 @@ def main() -> None:
     p.add_argument("--embedders", default="minilm-torch,minilm,minilm-int8")
     p.add_argument("--skip-lru", action="store_true")
     args = p.parse_args()
-    print(f"cpus {os.cpu_count()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
-          f"load average at start {os.getloadavg()[0]:.1f} (shared machine)", flush=True)
+    print(
+        f"cpus {os.cpu_count()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
+        f"load average at start {os.getloadavg()[0]:.1f} (shared machine)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         sizes = [int(x) for x in args.sizes.split(",") if x]
         if sizes:
-            print("\n| target | chunks built | build s | adds/s | full build s (extrap.) | "
-                  "query p50 ms | query p99 ms | batched ms/q | RSS MB | file MB | "
-                  "RSS MB / 1M | file MB / 1M |")
+            print(
+                "\n| target | chunks built | build s | adds/s | full build s (extrap.) | "
+                "query p50 ms | query p99 ms | batched ms/q | RSS MB | file MB | "
+                "RSS MB / 1M | file MB / 1M |"
+            )
             print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in sizes:
             r = bench_size(n, args.queries, tmp, args.max_build_s)
             full = r["build_s"] if r["chunks"] == n else n / r["rate"]
             mark = "" if r["chunks"] == n else " (stopped)"
-            print(f"| {n:,} | {r['chunks']:,.0f}{mark} | {r['build_s']:.1f} | {r['rate']:.0f} | "
-                  f"{full:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
-                  f"{r['batched_ms_per_query']:.3f} | {r['rss_mb']:.0f} | {r['file_mb']:.0f} | "
-                  f"{r['rss_mb_per_million']:.0f} | {r['file_mb_per_million']:.0f} |", flush=True)
+            print(
+                f"| {n:,} | {r['chunks']:,.0f}{mark} | {r['build_s']:.1f} | {r['rate']:.0f} | "
+                f"{full:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
+                f"{r['batched_ms_per_query']:.3f} | {r['rss_mb']:.0f} | {r['file_mb']:.0f} | "
+                f"{r['rss_mb_per_million']:.0f} | {r['file_mb_per_million']:.0f} |",
+                flush=True,
+            )
         if args.ingest_chunks:
             rows = bench_ingest(args.ingest_chunks, tmp, args.embedders.split(","))
-            print(f"\ningest through retrieval.ingest.ingest_texts, {rows[0]['docs']} eval "
-                  "contexts, one commit (goal ≥ 300 chunks/s on 2 cores)")
-            print("| embedder | vectors named | load s | chunks | seconds | chunks/s | vs first | "
-                  "CPU s | chunks per CPU s |")
+            print(
+                f"\ningest through retrieval.ingest.ingest_texts, {rows[0]['docs']} eval "
+                "contexts, one commit (goal ≥ 300 chunks/s on 2 cores)"
+            )
+            print(
+                "| embedder | vectors named | load s | chunks | seconds | chunks/s | vs first | "
+                "CPU s | chunks per CPU s |"
+            )
             print("|---|---|---|---|---|---|---|---|---|")
             base = float(rows[0]["chunks_per_s"])
             for row in rows:
-                print(f"| {row['embedder']} | {row['name']} | {row['load_s']:.1f} | "
-                      f"{row['chunks']} | {row['seconds']:.1f} | {row['chunks_per_s']:.0f} | "
-                      f"{float(row['chunks_per_s']) / base:.2f}x | {row['cpu_s']:.1f} | "
-                      f"{row['chunks_per_cpu_s']:.0f} |", flush=True)
+                print(
+                    f"| {row['embedder']} | {row['name']} | {row['load_s']:.1f} | "
+                    f"{row['chunks']} | {row['seconds']:.1f} | {row['chunks_per_s']:.0f} | "
+                    f"{float(row['chunks_per_s']) / base:.2f}x | {row['cpu_s']:.1f} | "
+                    f"{row['chunks_per_cpu_s']:.0f} |",
+                    flush=True,
+                )
         if not args.skip_lru:
             lru = bench_lru(tmp)
             n = int(lru["tenants"])
-            print(f"\nlazy loading / LRU: {n} tenants of {lru['chunks_per_tenant']:.0f} chunks "
-                  f"(real on-disk indexes), each touched twice in turn, one search each")
-            print(f"- max_loaded=2: cold open + first query p50 {lru['cold_ms_2']:.1f} ms "
-                  f"(p99 {lru['cold_p99_ms_2']:.1f}), {lru['held_2']:.0f} held at the end, "
-                  f"peak RSS growth {lru['rss_growth_mb_2']:.0f} MB")
-            print(f"- max_loaded={n}: cold open + first query p50 {lru[f'cold_ms_{n}']:.1f} ms, "
-                  f"cached get + query p50 {lru['warm_ms']:.2f} ms, {lru[f'held_{n}']:.0f} held, "
-                  f"peak RSS growth {lru[f'rss_growth_mb_{n}']:.0f} MB", flush=True)
+            print(
+                f"\nlazy loading / LRU: {n} tenants of {lru['chunks_per_tenant']:.0f} chunks "
+                f"(real on-disk indexes), each touched twice in turn, one search each"
+            )
+            print(
+                f"- max_loaded=2: cold open + first query p50 {lru['cold_ms_2']:.1f} ms "
+                f"(p99 {lru['cold_p99_ms_2']:.1f}), {lru['held_2']:.0f} held at the end, "
+                f"peak RSS growth {lru['rss_growth_mb_2']:.0f} MB"
+            )
+            print(
+                f"- max_loaded={n}: cold open + first query p50 {lru[f'cold_ms_{n}']:.1f} ms, "
+                f"cached get + query p50 {lru['warm_ms']:.2f} ms, {lru[f'held_{n}']:.0f} held, "
+                f"peak RSS growth {lru[f'rss_growth_mb_{n}']:.0f} MB",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

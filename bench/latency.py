@@ -39,12 +39,19 @@ PATHS = ("direct", "litellm", "gp-off", "gp-on")
 
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--litellm-bin", type=Path, default=Path(
-        os.environ.get("LITELLM_BIN", "/tmp/litellm-proxy-venv/bin/litellm")))
+    ap.add_argument(
+        "--litellm-bin",
+        type=Path,
+        default=Path(os.environ.get("LITELLM_BIN", "/tmp/litellm-proxy-venv/bin/litellm")),
+    )
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "gp-latency-cache")
     ap.add_argument("--chunks", type=int, default=100_000)
-    ap.add_argument("--real-budget-s", type=float, default=240.0,
-                    help="seconds of real-embedder ingest before synthetic filler")
+    ap.add_argument(
+        "--real-budget-s",
+        type=float,
+        default=240.0,
+        help="seconds of real-embedder ingest before synthetic filler",
+    )
     ap.add_argument("--n1", type=int, default=200, help="requests per path at concurrency 1")
     ap.add_argument("--n16", type=int, default=400, help="requests per path at concurrency 16")
     ap.add_argument("--stream-n", type=int, default=60, help="streams per path for TTFB")
@@ -60,8 +67,9 @@ async def _check_claims(target: h.Target) -> int:
         return len(r.json()["groundproxy"]["claims"])
 
 
-async def _c1(targets: list[h.Target], n: int, stream: bool, cap_s: float
-              ) -> dict[str, h.PhaseResult]:
+async def _c1(
+    targets: list[h.Target], n: int, stream: bool, cap_s: float
+) -> dict[str, h.PhaseResult]:
     """Round-robin at concurrency 1: each round sends one request down every path."""
     res = {t.name: h.PhaseResult() for t in targets}
     t_end = time.perf_counter() + cap_s * len(targets)
@@ -69,7 +77,7 @@ async def _c1(targets: list[h.Target], n: int, stream: bool, cap_s: float
         for i in range(n):
             if time.perf_counter() > t_end:
                 break
-            order = targets[i % len(targets):] + targets[: i % len(targets)]
+            order = targets[i % len(targets) :] + targets[: i % len(targets)]
             for t in order:
                 t0 = time.perf_counter()
                 await h.one_request(c, t, h.body(stream), res[t.name])
@@ -77,11 +85,12 @@ async def _c1(targets: list[h.Target], n: int, stream: bool, cap_s: float
     return res
 
 
-async def _c16(targets: list[h.Target], n: int, cap_s: float, rounds: int = 4
-               ) -> dict[str, h.PhaseResult]:
+async def _c16(
+    targets: list[h.Target], n: int, cap_s: float, rounds: int = 4
+) -> dict[str, h.PhaseResult]:
     res = {t.name: h.PhaseResult() for t in targets}
     for r in range(rounds):
-        order = targets[r % len(targets):] + targets[: r % len(targets)]
+        order = targets[r % len(targets) :] + targets[: r % len(targets)]
         for t in order:
             async with h.client(16) as c:
                 part = await h.run_load(c, t, h.body(), 16, n // rounds, cap_s / rounds)
@@ -99,37 +108,58 @@ async def _warm(targets: list[h.Target]) -> None:
                     raise RuntimeError(f"{t.name} warm-up failed: {scratch.error_samples}")
 
 
-def _row(name: str, c1: h.PhaseResult, c16: h.PhaseResult, st: h.PhaseResult,
-         direct: dict[str, float], rss: tuple[float, float]) -> dict[str, Any]:
+def _row(
+    name: str,
+    c1: h.PhaseResult,
+    c16: h.PhaseResult,
+    st: h.PhaseResult,
+    direct: dict[str, float],
+    rss: tuple[float, float],
+) -> dict[str, Any]:
     return {
         "path": name,
-        "c1_p50_ms": h.median(c1.latencies_ms), "c1_p99_ms": h.pct(c1.latencies_ms, 99),
+        "c1_p50_ms": h.median(c1.latencies_ms),
+        "c1_p99_ms": h.pct(c1.latencies_ms, 99),
         "c1_added_p50_ms": h.median(c1.latencies_ms) - direct["c1_p50"],
         "c1_added_p99_ms": h.pct(c1.latencies_ms, 99) - direct["c1_p99"],
         "c1_guard_p50_ms": h.median(c1.guard_ms),
-        "c16_p50_ms": h.median(c16.latencies_ms), "c16_p99_ms": h.pct(c16.latencies_ms, 99),
+        "c16_p50_ms": h.median(c16.latencies_ms),
+        "c16_p99_ms": h.pct(c16.latencies_ms, 99),
         "c16_added_p50_ms": h.median(c16.latencies_ms) - direct["c16_p50"],
         "c16_rps": c16.rps(),
-        "ttfb_p50_ms": h.median(st.ttfb_ms), "ttfb_p99_ms": h.pct(st.ttfb_ms, 99),
+        "ttfb_p50_ms": h.median(st.ttfb_ms),
+        "ttfb_p99_ms": h.pct(st.ttfb_ms, 99),
         "stream_total_p50_ms": h.median(st.latencies_ms),
-        "ok": {"c1": len(c1.latencies_ms), "c16": len(c16.latencies_ms),
-               "stream": len(st.latencies_ms)},
+        "ok": {
+            "c1": len(c1.latencies_ms),
+            "c16": len(c16.latencies_ms),
+            "stream": len(st.latencies_ms),
+        },
         "errors": c1.errors + c16.errors + st.errors,
         "error_samples": (c1.error_samples + c16.error_samples + st.error_samples)[:3],
-        "rss_before_mb": rss[0], "rss_after_mb": rss[1],
+        "rss_before_mb": rss[0],
+        "rss_after_mb": rss[1],
     }
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
-    cols = [("path", "path", "{}"), ("c1 p50", "c1_p50_ms", "{:.1f}"),
-            ("c1 p99", "c1_p99_ms", "{:.1f}"), ("c1 +p50", "c1_added_p50_ms", "{:+.1f}"),
-            ("c1 guard p50", "c1_guard_p50_ms", "{:.1f}"),
-            ("c16 p50", "c16_p50_ms", "{:.1f}"), ("c16 p99", "c16_p99_ms", "{:.1f}"),
-            ("c16 +p50", "c16_added_p50_ms", "{:+.1f}"), ("c16 req/s", "c16_rps", "{:.1f}"),
-            ("TTFB p50", "ttfb_p50_ms", "{:.1f}"), ("TTFB p99", "ttfb_p99_ms", "{:.1f}"),
-            ("stream total p50", "stream_total_p50_ms", "{:.1f}"),
-            ("RSS MB before", "rss_before_mb", "{:.0f}"),
-            ("RSS MB after", "rss_after_mb", "{:.0f}"), ("errors", "errors", "{}")]
+    cols = [
+        ("path", "path", "{}"),
+        ("c1 p50", "c1_p50_ms", "{:.1f}"),
+        ("c1 p99", "c1_p99_ms", "{:.1f}"),
+        ("c1 +p50", "c1_added_p50_ms", "{:+.1f}"),
+        ("c1 guard p50", "c1_guard_p50_ms", "{:.1f}"),
+        ("c16 p50", "c16_p50_ms", "{:.1f}"),
+        ("c16 p99", "c16_p99_ms", "{:.1f}"),
+        ("c16 +p50", "c16_added_p50_ms", "{:+.1f}"),
+        ("c16 req/s", "c16_rps", "{:.1f}"),
+        ("TTFB p50", "ttfb_p50_ms", "{:.1f}"),
+        ("TTFB p99", "ttfb_p99_ms", "{:.1f}"),
+        ("stream total p50", "stream_total_p50_ms", "{:.1f}"),
+        ("RSS MB before", "rss_before_mb", "{:.0f}"),
+        ("RSS MB after", "rss_after_mb", "{:.0f}"),
+        ("errors", "errors", "{}"),
+    ]
     lines = ["| " + " | ".join(c[0] for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(f.format(r[k]) for _, k, f in cols) + " |")
@@ -138,17 +168,23 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _ratios(by: dict[str, dict[str, Any]]) -> list[str]:
     d, ll = by["direct"], by.get("litellm")
-    out = ["", "Ratios (ms are p50; 'added' = path − direct, same run):",
-           "| path | c1 p50 / direct | c16 p50 / direct | c16 req/s / direct "
-           "| c1 added / LiteLLM added | c16 req/s / LiteLLM |", "|---|---|---|---|---|---|"]
+    out = [
+        "",
+        "Ratios (ms are p50; 'added' = path − direct, same run):",
+        "| path | c1 p50 / direct | c16 p50 / direct | c16 req/s / direct "
+        "| c1 added / LiteLLM added | c16 req/s / LiteLLM |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in by.items():
         vs_ll = vs_ll_rps = "n/a"
         if ll is not None:
             vs_ll = f"{r['c1_added_p50_ms'] / ll['c1_added_p50_ms']:.2f}"
             vs_ll_rps = f"{r['c16_rps'] / ll['c16_rps']:.2f}"
-        out.append(f"| {name} | {r['c1_p50_ms'] / d['c1_p50_ms']:.2f} "
-                   f"| {r['c16_p50_ms'] / d['c16_p50_ms']:.2f} "
-                   f"| {r['c16_rps'] / d['c16_rps']:.2f} | {vs_ll} | {vs_ll_rps} |")
+        out.append(
+            f"| {name} | {r['c1_p50_ms'] / d['c1_p50_ms']:.2f} "
+            f"| {r['c16_p50_ms'] / d['c16_p50_ms']:.2f} "
+            f"| {r['c16_rps'] / d['c16_rps']:.2f} | {vs_ll} | {vs_ll_rps} |"
+        )
     return out
 
 
@@ -164,17 +200,23 @@ def _goals(by: dict[str, dict[str, Any]]) -> list[str]:
             f"- guard off adds less than LiteLLM: c=1 {'MET' if met else 'NOT MET'} "
             f"({off['c1_added_p50_ms']:.1f} vs {ll['c1_added_p50_ms']:.1f} ms p50); "
             f"c=16 {'MET' if met16 else 'NOT MET'} "
-            f"({off['c16_added_p50_ms']:.1f} vs {ll['c16_added_p50_ms']:.1f} ms p50)")
+            f"({off['c16_added_p50_ms']:.1f} vs {ll['c16_added_p50_ms']:.1f} ms p50)"
+        )
     added = on["c1_added_p50_ms"]
-    out.append(f"- guard on adds p50 ≤ 150 ms (5-claim answer, c=1): "
-               f"{'MET' if added <= 150 else 'NOT MET'} ({added:.1f} ms)")
-    out.append(f"- ≥ 15 guarded requests/s (c=16): "
-               f"{'MET' if on['c16_rps'] >= 15 else 'NOT MET'} ({on['c16_rps']:.1f} req/s)")
+    out.append(
+        f"- guard on adds p50 ≤ 150 ms (5-claim answer, c=1): "
+        f"{'MET' if added <= 150 else 'NOT MET'} ({added:.1f} ms)"
+    )
+    out.append(
+        f"- ≥ 15 guarded requests/s (c=16): "
+        f"{'MET' if on['c16_rps'] >= 15 else 'NOT MET'} ({on['c16_rps']:.1f} req/s)"
+    )
     return out
 
 
-async def _measure(targets: list[h.Target], pids: dict[str, int], a: argparse.Namespace
-                   ) -> list[dict[str, Any]]:
+async def _measure(
+    targets: list[h.Target], pids: dict[str, int], a: argparse.Namespace
+) -> list[dict[str, Any]]:
     await _warm(targets)
     rss0 = {n: h.rss_mb(p) for n, p in pids.items()}
     c1 = await _c1(targets, a.n1, False, a.time_cap_s)
@@ -184,9 +226,17 @@ async def _measure(targets: list[h.Target], pids: dict[str, int], a: argparse.Na
     d = c1["direct"].latencies_ms
     d16 = c16["direct"].latencies_ms
     direct = {"c1_p50": h.median(d), "c1_p99": h.pct(d, 99), "c16_p50": h.median(d16)}
-    return [_row(t.name, c1[t.name], c16[t.name], st[t.name], direct,
-                 (rss0.get(t.name, float("nan")), rss1.get(t.name, float("nan"))))
-            for t in targets]
+    return [
+        _row(
+            t.name,
+            c1[t.name],
+            c16[t.name],
+            st[t.name],
+            direct,
+            (rss0.get(t.name, float("nan")), rss1.get(t.name, float("nan"))),
+        )
+        for t in targets
+    ]
 
 
 def main() -> None:
@@ -205,8 +255,13 @@ def main() -> None:
             ll_port, ll = h.start_litellm(a.litellm_bin, stack.work, stack.up_port)
             stack.procs.append(ll)
             pids["litellm"] = ll.pid
-            targets.append(h.Target("litellm", f"http://127.0.0.1:{ll_port}/v1/chat/completions",
-                                    {"authorization": f"Bearer {h.LITELLM_KEY}"}))
+            targets.append(
+                h.Target(
+                    "litellm",
+                    f"http://127.0.0.1:{ll_port}/v1/chat/completions",
+                    {"authorization": f"Bearer {h.LITELLM_KEY}"},
+                )
+            )
         else:
             notes.append(f"LiteLLM proxy SKIPPED: {a.litellm_bin} not found (see --litellm-bin)")
             print(notes[-1], flush=True)
@@ -228,7 +283,8 @@ def main() -> None:
         "gp-off and gp-on share one groundproxy process, so their RSS is the same figure",
         "'c1 guard p50': the x-groundproxy-latency-ms header (time inside the guard); "
         "'+p50': path p50 − direct p50",
-        *notes, "",
+        *notes,
+        "",
     ]
     lines = head + _table(rows) + _ratios(by) + _goals(by)
     text = "\n".join(lines) + "\n"
@@ -237,7 +293,8 @@ def main() -> None:
     a.out.with_suffix(".txt").write_text(text, encoding="utf-8")
     a.out.with_suffix(".json").write_text(
         json.dumps({"index": index, "claims": claims, "rows": rows, "notes": notes}, indent=1),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,9 @@ def bench_postgres(data: np.ndarray, queries: np.ndarray, mode: str) -> str:
     with postgres() as server:
         pool = PgPool(server.create_database("bench"))
         with pool.connection() as conn:
-            conn.execute("INSERT INTO gp_tenants VALUES ('t', 1, %s, 'bench', %s, 1, 0)",
-                         (DIM, len(data)))
+            conn.execute(
+                "INSERT INTO gp_tenants VALUES ('t', 1, %s, 'bench', %s, 1, 0)", (DIM, len(data))
+            )
             conn.execute("INSERT INTO gp_documents VALUES ('t', 'd', 'h', 0, 0, NULL, '')")
             t = time.perf_counter()
             with conn.cursor().copy(
@@ -77,8 +78,10 @@ def bench_postgres(data: np.ndarray, queries: np.ndarray, mode: str) -> str:
             index.search(q.reshape(1, -1), 10, -1.0)
             times.append(time.perf_counter() - t)
         pool.close()
-    return (f"postgres ({mode:5})   n={len(data):>8}  build {build:8.1f} s  query {_pcts(times)}"
-            f"  (COPY load {load:.1f} s)")
+    return (
+        f"postgres ({mode:5})   n={len(data):>8}  build {build:8.1f} s  query {_pcts(times)}"
+        f"  (COPY load {load:.1f} s)"
+    )
 
 
 def main() -> None:

@@ -178,8 +178,10 @@ def print_table(results: list[dict[str, Any]], verifier: str) -> None:
         f"{'ok blk':>7} │ {'seed001 reg':>12}{'rep':>6} │ {'fitted reg':>11}{'rep':>6}"
         f"{'ms/row':>8}"
     )
-    print(f"guard = verifier '{verifier}', default policy; seed001 = TF-IDF sentence removal "
-          f"(alpha {SEED_ALPHA}, tau {SEED_TAU}); fitted = alpha {ALPHA}, tau {FITTED_TAU:.3f}")
+    print(
+        f"guard = verifier '{verifier}', default policy; seed001 = TF-IDF sentence removal "
+        f"(alpha {SEED_ALPHA}, tau {SEED_TAU}); fitted = alpha {ALPHA}, tau {FITTED_TAU:.3f}"
+    )
     print(head)
     print("─" * len(head))
     for r in results:

@@ -43,8 +43,9 @@ def _args() -> argparse.Namespace:
     return ap.parse_args()
 
 
-async def _phase(target: h.Target, clients: int, seconds: float, mixed: bool,
-                 sample: Any) -> h.PhaseResult:
+async def _phase(
+    target: h.Target, clients: int, seconds: float, mixed: bool, sample: Any
+) -> h.PhaseResult:
     """``clients`` workers send requests back to back for ``seconds`` (a request started
     before the end runs to completion); streams only, or alternating stream/plain."""
     out = h.PhaseResult()
@@ -71,9 +72,11 @@ async def _phase(target: h.Target, clients: int, seconds: float, mixed: bool,
 
 
 def _phase_row(name: str, clients: int, r: h.PhaseResult) -> str:
-    return (f"| {name} | {clients} | {r.wall_s:.0f} | {r.count} | {r.errors} | {r.rps():.1f} "
-            f"| {h.median(r.latencies_ms):.0f} | {h.pct(r.latencies_ms, 99):.0f} "
-            f"| {h.median(r.ttfb_ms):.0f} | {h.pct(r.ttfb_ms, 99):.0f} |")
+    return (
+        f"| {name} | {clients} | {r.wall_s:.0f} | {r.count} | {r.errors} | {r.rps():.1f} "
+        f"| {h.median(r.latencies_ms):.0f} | {h.pct(r.latencies_ms, 99):.0f} "
+        f"| {h.median(r.ttfb_ms):.0f} | {h.pct(r.ttfb_ms, 99):.0f} |"
+    )
 
 
 def main() -> None:
@@ -88,8 +91,14 @@ def main() -> None:
         target = stack.tenant("gp-on", "guarded")
 
         def sample(label: str = "") -> None:
-            samples.append({"t_s": round(time.perf_counter() - t_start), "label": label,
-                            "rss_mb": round(h.rss_mb(gp.pid), 1), "fds": h.open_fds(gp.pid)})
+            samples.append(
+                {
+                    "t_s": round(time.perf_counter() - t_start),
+                    "label": label,
+                    "rss_mb": round(h.rss_mb(gp.pid), 1),
+                    "fds": h.open_fds(gp.pid),
+                }
+            )
 
         warm = asyncio.run(_phase(target, 2, 5.0, True, lambda: None))
         if warm.errors:
@@ -108,7 +117,8 @@ def main() -> None:
 
     marks = {s["label"]: s for s in samples if s["label"]}
     drift = (marks["end"]["rss_mb"] - marks["after burst"]["rss_mb"]) / marks["after burst"][
-        "rss_mb"]
+        "rss_mb"
+    ]
     drift_start = (marks["end"]["rss_mb"] - marks["start"]["rss_mb"]) / marks["start"]["rss_mb"]
     errors = burst.errors + soak.errors
     lines = [
@@ -127,8 +137,10 @@ def main() -> None:
         "",
         "| at | t s | RSS MB | open fds |",
         "|---|---|---|---|",
-        *(f"| {s['label'] or 'sample'} | {s['t_s']} | {s['rss_mb']:.1f} | {s['fds']} |"
-          for s in samples),
+        *(
+            f"| {s['label'] or 'sample'} | {s['t_s']} | {s['rss_mb']:.1f} | {s['fds']} |"
+            for s in samples
+        ),
         "",
         f"errors: {errors} (goal 0: {'MET' if errors == 0 else 'NOT MET'})"
         + (f"; samples: {(burst.error_samples + soak.error_samples)[:3]}" if errors else ""),
@@ -142,13 +154,29 @@ def main() -> None:
     print(text)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.with_suffix(".txt").write_text(text, encoding="utf-8")
-    a.out.with_suffix(".json").write_text(json.dumps({
-        "index": index, "samples": samples, "errors": errors, "rss_drift": drift,
-        "phases": {n: {"requests": r.count, "errors": r.errors, "wall_s": r.wall_s,
-                       "p50_ms": h.median(r.latencies_ms), "p99_ms": h.pct(r.latencies_ms, 99),
-                       "error_samples": r.error_samples}
-                   for n, r in (("burst", burst), ("soak", soak))},
-    }, indent=1), encoding="utf-8")
+    a.out.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "index": index,
+                "samples": samples,
+                "errors": errors,
+                "rss_drift": drift,
+                "phases": {
+                    n: {
+                        "requests": r.count,
+                        "errors": r.errors,
+                        "wall_s": r.wall_s,
+                        "p50_ms": h.median(r.latencies_ms),
+                        "p99_ms": h.pct(r.latencies_ms, 99),
+                        "error_samples": r.error_samples,
+                    }
+                    for n, r in (("burst", burst), ("soak", soak))
+                },
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
 
 
 if __name__ == "__main__":

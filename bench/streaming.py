@@ -74,8 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     (work / "policies").mkdir()
     script = work / "script.json"
     script.write_text(json.dumps({"default": ANSWER, "rules": []}), encoding="utf-8")
-    ingest_paths(work / "data", "docs", [SAMPLES / "handbook.md", SAMPLES / "products.md"],
-                 load_embedder(), progress=False)
+    ingest_paths(
+        work / "data",
+        "docs",
+        [SAMPLES / "handbook.md", SAMPLES / "products.md"],
+        load_embedder(),
+        progress=False,
+    )
     up_port, gp_port = free_port(), free_port()
     model = f"drip-{args.token_delay:g}"
     for tenant in ("buffer", "sentence"):
@@ -109,20 +114,26 @@ def main(argv: list[str] | None = None) -> int:
         stop_process(upstream)
     words = len(ANSWER.split())
     delay_ms = args.token_delay * 1000
-    print(f"{args.n} streamed requests each, interleaved; {words} words, {delay_ms:g} ms "
-          f"before each (upstream ≈ {words * delay_ms:.0f} ms); 4 sentences")
+    print(
+        f"{args.n} streamed requests each, interleaved; {words} words, {delay_ms:g} ms "
+        f"before each (upstream ≈ {words * delay_ms:.0f} ms); 4 sentences"
+    )
     print(f"{'path':<20}{'TTFT p50':>10}{'p90':>8}{'total p50':>11}{'p90':>8}")
     for name, (ttft, total) in res.items():
-        print(f"{name:<20}{statistics.median(ttft):>10.0f}{_pct(ttft, 90):>8.0f}"
-              f"{statistics.median(total):>11.0f}{_pct(total, 90):>8.0f}")
+        print(
+            f"{name:<20}{statistics.median(ttft):>10.0f}{_pct(ttft, 90):>8.0f}"
+            f"{statistics.median(total):>11.0f}{_pct(total, 90):>8.0f}"
+        )
     base_t, base_total = res["no guard (direct)"]
     for name in ("buffer", "sentence"):
         ttft, total = res[name]
         d_ttft = [a - b for a, b in zip(ttft, base_t, strict=True)]
         d_total = [a - b for a, b in zip(total, base_total, strict=True)]
         label = name + " − direct"
-        print(f"{label:<20}{statistics.median(d_ttft):>10.0f}{_pct(d_ttft, 90):>8.0f}"
-              f"{statistics.median(d_total):>11.0f}{_pct(d_total, 90):>8.0f}")
+        print(
+            f"{label:<20}{statistics.median(d_ttft):>10.0f}{_pct(d_ttft, 90):>8.0f}"
+            f"{statistics.median(d_total):>11.0f}{_pct(d_total, 90):>8.0f}"
+        )
     return 0
 
 

@@ -55,9 +55,7 @@ __all__ = [
 class GroundproxyError(Exception):
     """Base of every error groundproxy raises on purpose."""
 
-    def __init__(
-        self, message: str, *, param: str | None = None, code: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param

@@ -56,8 +56,9 @@ class VerdictCache:
 
     @staticmethod
     def key(tenant: str, verifier: str, pair: Pair) -> tuple[str, bytes]:
-        return tenant, _digest(verifier, pair.claim, pair.question or "",
-                               evidence_hash(pair.evidence))
+        return tenant, _digest(
+            verifier, pair.claim, pair.question or "", evidence_hash(pair.evidence)
+        )
 
     def get_many(self, keys: Sequence[tuple[str, bytes]]) -> list[Probs | None]:
         with self._lock:

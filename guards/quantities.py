@@ -199,7 +199,7 @@ _DURATION_LEAD = re.compile(
 
 
 def _idiom(text: str, start: int, unit: str) -> bool:
-    """"one day" / "one time" without a duration word before it ("One day he left")."""
+    """ "one day" / "one time" without a duration word before it ("One day he left")."""
     return unit == "day" and not _DURATION_LEAD.search(text, max(0, start - 12), start)
 
 

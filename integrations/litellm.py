@@ -65,8 +65,11 @@ class GroundproxyGuardrail(CustomGuardrail):
 
     def _refuse(self, result: CheckResult) -> GuardrailRaisedException:
         return GuardrailRaisedException(
-            self.guardrail_name, result.answer, should_wrap_with_default_message=False,
-            status_code=400, blocked_content=True,
+            self.guardrail_name,
+            result.answer,
+            should_wrap_with_default_message=False,
+            status_code=400,
+            blocked_content=True,
         )
 
     async def async_post_call_success_hook(

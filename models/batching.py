@@ -219,8 +219,13 @@ class BatchingEmbedder:
         self.name = inner.name
         self.dim = inner.dim
         self.batcher: MicroBatcher[str, npt.NDArray[np.float32]] = MicroBatcher(
-            self._encode, _rows, window_s=opts.window_s, max_items=opts.max_items,
-            observe=opts.observe, peers=opts.peers, name=f"embedder {inner.name}",
+            self._encode,
+            _rows,
+            window_s=opts.window_s,
+            max_items=opts.max_items,
+            observe=opts.observe,
+            peers=opts.peers,
+            name=f"embedder {inner.name}",
         )
 
     def _encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
@@ -246,8 +251,13 @@ class BatchingVerifier(WrappedVerifier):
         super().__init__(inner)
         opts = options or BatchOptions()
         self.batcher: MicroBatcher[Pair, list[Probs]] = MicroBatcher(
-            self._score, _items, window_s=opts.window_s, max_items=opts.max_items,
-            observe=opts.observe, peers=opts.peers, name=f"verifier {inner.name}",
+            self._score,
+            _items,
+            window_s=opts.window_s,
+            max_items=opts.max_items,
+            observe=opts.observe,
+            peers=opts.peers,
+            name=f"verifier {inner.name}",
         )
 
     def _score(self, pairs: list[Pair]) -> list[Probs]:

@@ -255,8 +255,9 @@ def _build_into(
         "format": 1,
         "name": name,
         "kind": real_kind,
-        "source": source.spec if not Path(source.spec).exists() else str(
-            Path(source.spec).resolve()),
+        "source": source.spec
+        if not Path(source.spec).exists()
+        else str(Path(source.spec).resolve()),
         "architecture": type(model).__name__,
         "max_length": int(max_length or DEFAULT_MAX_LENGTH[real_kind]),
         "files": {"fp32": FP32_FILE, "int8": INT8_FILE},

@@ -76,9 +76,7 @@ def export(model: Any, kind: Kind, out: Path) -> None:
 
     task = "text-classification" if kind == "nli" else "text-generation"
     export_dir = out / "_export"
-    onnx_export_from_model(
-        model, export_dir, task=task, do_validation=False, no_post_process=True
-    )
+    onnx_export_from_model(model, export_dir, task=task, do_validation=False, no_post_process=True)
     (export_dir / "model.onnx").rename(out / FP32_FILE)
     if any(export_dir.glob("*.onnx_data")) or any(export_dir.glob("*.data")):
         raise ModelLoadError("the model is too large for one ONNX file (external data)")
@@ -109,17 +107,22 @@ def torch_probs(model: Any, tokenizer: Any, meta: dict[str, Any]) -> list[list[f
     rows = []
     for _, pair in PROBES:
         if meta["kind"] == "nli":
-            a, b = (pair.claim, pair.evidence) if meta["pair_order"] == "claim-evidence" else (
-                pair.evidence, pair.claim)
-            enc = tokenizer(a, b, return_tensors="pt", truncation=True,
-                            max_length=meta["max_length"])
+            a, b = (
+                (pair.claim, pair.evidence)
+                if meta["pair_order"] == "claim-evidence"
+                else (pair.evidence, pair.claim)
+            )
+            enc = tokenizer(
+                a, b, return_tensors="pt", truncation=True, max_length=meta["max_length"]
+            )
             with torch.no_grad():
                 logits = model(**enc).logits[0]
             order = {v: int(k) for k, v in meta["labels"].items()}
             picked = torch.stack([logits[order[v]] for v in VERDICTS])
         else:
-            text = meta["prompt"].replace("{evidence}", pair.evidence).replace(
-                "{claim}", pair.claim)
+            text = (
+                meta["prompt"].replace("{evidence}", pair.evidence).replace("{claim}", pair.claim)
+            )
             enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
             with torch.no_grad():
                 logits = model(**enc).logits[0, -1]
@@ -138,13 +141,15 @@ def parity(out: Path, torch_rows: list[list[float]]) -> dict[str, Any]:
     probes: list[dict[str, Any]] = []
     for (expected, pair), p32, p8 in zip(PROBES, fp32, int8, strict=True):
         p8_dict = p8.as_dict()
-        probes.append({
-            "claim": pair.claim,
-            "expected": expected,
-            "fp32": p32.as_dict(),
-            "int8": p8.as_dict(),
-            "verdict_int8": max(p8_dict, key=p8_dict.__getitem__),
-        })
+        probes.append(
+            {
+                "claim": pair.claim,
+                "expected": expected,
+                "fp32": p32.as_dict(),
+                "int8": p8.as_dict(),
+                "verdict_int8": max(p8_dict, key=p8_dict.__getitem__),
+            }
+        )
     return {
         "evidence": _PROBE_EVIDENCE,
         "torch_vs_fp32_max_abs": round(float(np.abs(np.array(torch_rows) - as_rows).max()), 6),

@@ -128,8 +128,12 @@ class VerifierRegistry:
         if self.embedder is not None and fits(self.embedder):
             return self.embedder
         if self.embedder is not None:
-            log.info("verifier_embedder", configured=self.embedder.name, using="minilm",
-                     reason="embedhead was trained on all-MiniLM-L6-v2 vectors")
+            log.info(
+                "verifier_embedder",
+                configured=self.embedder.name,
+                using="minilm",
+                reason="embedhead was trained on all-MiniLM-L6-v2 vectors",
+            )
         if self._load_embedder is not None:
             return self._load_embedder("minilm")
         from groundproxy.retrieval.embedder import load_embedder

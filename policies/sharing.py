@@ -17,8 +17,7 @@ from groundproxy.policies.parsing import LoadedPolicy
 
 
 def _agree(a: LoadedPolicy, b: LoadedPolicy) -> bool:
-    return (b.tenant in a.policy.retrieval.shared_with
-            and a.tenant in b.policy.retrieval.shared_with)
+    return b.tenant in a.policy.retrieval.shared_with and a.tenant in b.policy.retrieval.shared_with
 
 
 def sharing_errors(served: list[LoadedPolicy]) -> dict[Path, str]:

@@ -132,16 +132,18 @@ def mutual_clashes(candidates: list[Candidate]) -> dict[Path, str]:
     fresh = [c for c in candidates if c.last_good is None]
     refused: dict[Path, str] = {}
     for i, a in enumerate(fresh):
-        for b in fresh[i + 1:]:
+        for b in fresh[i + 1 :]:
             claims = _Claims()
             claims.add(b.new)
             clash = claims.conflict(a.new)
             if clash is None:
                 continue
             for mine, other in ((a, b), (b, a)):
-                why = (f"{mine.path}: claims the same tenant or key as tenant "
-                       f"'{other.new.tenant}' ({other.path}); both files are refused until "
-                       f"one is changed (a key must name exactly one tenant): {clash[1]}")
+                why = (
+                    f"{mine.path}: claims the same tenant or key as tenant "
+                    f"'{other.new.tenant}' ({other.path}); both files are refused until "
+                    f"one is changed (a key must name exactly one tenant): {clash[1]}"
+                )
                 refused.setdefault(mine.path, why)
     return refused
 

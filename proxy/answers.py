@@ -53,23 +53,30 @@ def insert(
 ) -> None:
     """Store one step's returned answer; call inside the node's transaction."""
     probs = [
-        [round(r.probs.supported, 4), round(r.probs.contradicted, 4),
-         round(r.probs.unverifiable, 4)]
+        [
+            round(r.probs.supported, 4),
+            round(r.probs.contradicted, 4),
+            round(r.probs.unverifiable, 4),
+        ]
         for r in report.claims[:max_claims]
     ]
     conn.execute(
         "INSERT OR REPLACE INTO answers (step_id, model, returned, latency_ms, verifier, probs) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        (step_id, model[:200], report.text[:MAX_RETURNED_CHARS], round(report.latency_ms, 1),
-         report.verifier[:200], json.dumps(probs)),
+        (
+            step_id,
+            model[:200],
+            report.text[:MAX_RETURNED_CHARS],
+            round(report.latency_ms, 1),
+            report.verifier[:200],
+            json.dumps(probs),
+        ),
     )
 
 
 def prune_orphans(conn: sqlite3.Connection) -> int:
     """Delete rows whose node was pruned; call inside the prune's transaction."""
-    cur = conn.execute(
-        "DELETE FROM answers WHERE step_id NOT IN (SELECT step_id FROM nodes)"
-    )
+    cur = conn.execute("DELETE FROM answers WHERE step_id NOT IN (SELECT step_id FROM nodes)")
     return int(cur.rowcount)
 
 
@@ -98,10 +105,17 @@ class Answer:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "step_id": self.step_id, "trace_id": self.trace_id, "request_id": self.request_id,
-            "created": self.created, "model": self.model, "policy": self.policy,
-            "trust": self.trust, "action": self.action, "claims": len(self.claims),
-            "counts": self.counts(), "latency_ms": self.latency_ms,
+            "step_id": self.step_id,
+            "trace_id": self.trace_id,
+            "request_id": self.request_id,
+            "created": self.created,
+            "model": self.model,
+            "policy": self.policy,
+            "trust": self.trust,
+            "action": self.action,
+            "claims": len(self.claims),
+            "counts": self.counts(),
+            "latency_ms": self.latency_ms,
             "steps_in": len(self.parents),
         }
 
@@ -123,9 +137,16 @@ def _answer(row: Sequence[Any]) -> Answer:
     for claim, p in zip(claims, probs, strict=False):
         claim["probs"] = {"supported": p[0], "contradicted": p[1], "unverifiable": p[2]}
     return Answer(
-        step_id=str(row[0]), trace_id=str(row[1]), parents=list(json.loads(row[2])),
-        created=float(row[3]), request_id=str(row[4]), policy=str(row[5]),
-        original=str(row[6]), trust=float(row[7]), action=str(row[8]), claims=claims,
+        step_id=str(row[0]),
+        trace_id=str(row[1]),
+        parents=list(json.loads(row[2])),
+        created=float(row[3]),
+        request_id=str(row[4]),
+        policy=str(row[5]),
+        original=str(row[6]),
+        trust=float(row[7]),
+        action=str(row[8]),
+        claims=claims,
         model=None if row[10] is None else str(row[10]),
         returned=None if row[11] is None else str(row[11]),
         latency_ms=None if row[12] is None else float(row[12]),
@@ -139,12 +160,16 @@ def recent(
     """Newest first; ``query`` matches a request id, trace id or step id exactly."""
     limit = max(1, min(limit, MAX_LIST))
     if query:
-        sql = (f"SELECT {_COLS} {_FROM} WHERE n.created >= ? AND (n.request_id = ? OR "
-               "n.trace_id = ? OR n.step_id = ?) ORDER BY n.created DESC, n.step_id DESC LIMIT ?")
+        sql = (
+            f"SELECT {_COLS} {_FROM} WHERE n.created >= ? AND (n.request_id = ? OR "
+            "n.trace_id = ? OR n.step_id = ?) ORDER BY n.created DESC, n.step_id DESC LIMIT ?"
+        )
         args: tuple[Any, ...] = (not_before, query, query, query, limit)
     else:
-        sql = (f"SELECT {_COLS} {_FROM} WHERE n.created >= ? "
-               "ORDER BY n.created DESC, n.step_id DESC LIMIT ?")
+        sql = (
+            f"SELECT {_COLS} {_FROM} WHERE n.created >= ? "
+            "ORDER BY n.created DESC, n.step_id DESC LIMIT ?"
+        )
         args = (not_before, limit)
     return [_answer(r) for r in conn.execute(sql, args).fetchall()]
 

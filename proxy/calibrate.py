@@ -61,9 +61,7 @@ log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
 
 
-def split_rows(
-    rows: Sequence[Row], cal_fraction: float, seed: int
-) -> tuple[list[Row], list[Row]]:
+def split_rows(rows: Sequence[Row], cal_fraction: float, seed: int) -> tuple[list[Row], list[Row]]:
     if not 0.0 < cal_fraction < 1.0:
         raise BadRequestError("--cal-fraction must be in (0, 1)", param="cal_fraction")
     order = list(rows)
@@ -91,8 +89,11 @@ def _r(x: float) -> float | None:
 
 
 def calibrate_verifier(
-    cal: Sequence[Row], held: Sequence[Row], alpha: float,
-    score: Callable[[Row], float], default_threshold: float,
+    cal: Sequence[Row],
+    held: Sequence[Row],
+    alpha: float,
+    score: Callable[[Row], float],
+    default_threshold: float,
 ) -> dict[str, Any]:
     cal_pos = [score(r) for r in cal if r.label == 0]
     held_scores = [(r.label, score(r)) for r in held]
@@ -124,9 +125,7 @@ def calibrate_verifier(
             "hallucinated_rejected": _r(1.0 - coverage(held_neg, threshold)),
             "default_threshold": default_threshold,
             "coverage_at_default": _r(coverage(held_pos, default_threshold)),
-            "hallucinated_rejected_at_default": _r(
-                1.0 - coverage(held_neg, default_threshold)
-            ),
+            "hallucinated_rejected_at_default": _r(1.0 - coverage(held_neg, default_threshold)),
         },
     }
 
@@ -138,7 +137,10 @@ class Retrieved:
 
 
 def _retrieve(
-    rows: Sequence[Row], index: EvidenceSource, embedder: Embedder, top_k: int,
+    rows: Sequence[Row],
+    index: EvidenceSource,
+    embedder: Embedder,
+    top_k: int,
     gold_of: Callable[[Row], str],
 ) -> list[Retrieved]:
     queries = [(r.query or r.response or " ") for r in rows]
@@ -153,8 +155,9 @@ def _retrieve(
 def calibrate_retrieval(
     cal: Sequence[Retrieved], held: Sequence[Retrieved], alpha: float, top_k: int, source: str
 ) -> dict[str, Any]:
-    gold_scores = [max(s for s, g in zip(r.scores, r.gold, strict=True) if g)
-                   for r in cal if any(r.gold)]
+    gold_scores = [
+        max(s for s, g in zip(r.scores, r.gold, strict=True) if g) for r in cal if any(r.gold)
+    ]
     if not gold_scores:
         raise BadRequestError("no calibration query retrieved its gold document in the top-k")
     ct = conformal_threshold(gold_scores, alpha)
@@ -162,8 +165,9 @@ def calibrate_retrieval(
     n_held = len(held)
     trusted = [[s >= t for s in r.scores] for r in held]
     retrieved_gold = [r for r in held if any(r.gold)]
-    covered = [any(g and s >= t for s, g in zip(r.scores, r.gold, strict=True))
-               for r in retrieved_gold]
+    covered = [
+        any(g and s >= t for s, g in zip(r.scores, r.gold, strict=True)) for r in retrieved_gold
+    ]
     n_chunks = sum(len(r.scores) for r in held)
     lo, hi = beta_binomial_interval(len(retrieved_gold), ct.n, ct.k)
     cov = sum(covered) / len(covered) if covered else math.nan
@@ -189,9 +193,9 @@ def calibrate_retrieval(
     }
 
 
-def _context_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> tuple[
-    EvidenceSource, dict[str, str]
-]:
+def _context_index(
+    rows: Sequence[Row], embedder: Embedder, tmp: Path
+) -> tuple[EvidenceSource, dict[str, str]]:
     from groundproxy.retrieval.ingest import ingest_texts
     from groundproxy.retrieval.names import sanitize_doc_id
     from groundproxy.retrieval.tenant_index import TenantIndex
@@ -204,9 +208,7 @@ def _context_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> tuple[
     return TenantIndex.open(tmp, "calibrate"), doc_of_context
 
 
-def _tenant_policy(policies: Path | None, tenant: str, verifier: str | None) -> tuple[
-    Policy, str
-]:
+def _tenant_policy(policies: Path | None, tenant: str, verifier: str | None) -> tuple[Policy, str]:
     """The tenant's policy settings when its file is there (so that the threshold is
     calibrated under the rules and uncertainty the proxy will use), else the defaults."""
     base: dict[str, Any] = eval_policy(verifier or "default", "context").model_dump()
@@ -228,9 +230,17 @@ def _tenant_policy(policies: Path | None, tenant: str, verifier: str | None) -> 
 
 
 def calibrate(
-    path: Path, tenant: str, alpha: float, *, data: Path, policies: Path | None = None,
-    verifier_name: str | None = None, seed: int = 0, cal_fraction: float = 0.5,
-    limit: int | None = None, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+    path: Path,
+    tenant: str,
+    alpha: float,
+    *,
+    data: Path,
+    policies: Path | None = None,
+    verifier_name: str | None = None,
+    seed: int = 0,
+    cal_fraction: float = 0.5,
+    limit: int | None = None,
+    say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the calibration and write the tenant's calibration file; returns its content."""
     from groundproxy.retrieval.names import validate_tenant
@@ -274,7 +284,9 @@ def calibrate(
         retrieval = calibrate_retrieval(
             _retrieve(cal, index, embedder, top_k, gold_of),
             _retrieve(held, index, embedder, top_k, gold_of),
-            alpha, top_k, source,
+            alpha,
+            top_k,
+            source,
         )
     warnings: list[str] = []
     m1 = retrieval["held_out"]["m1"]
@@ -315,28 +327,55 @@ def calibrate(
 
 
 def run_calibrate_command(
-    path: Path, tenant: str, alpha: float, data: Path, policies: Path | None,
-    verifier: str | None, seed: int, cal_fraction: float, limit: int | None, as_json: bool,
+    path: Path,
+    tenant: str,
+    alpha: float,
+    data: Path,
+    policies: Path | None,
+    verifier: str | None,
+    seed: int,
+    cal_fraction: float,
+    limit: int | None,
+    as_json: bool,
 ) -> int:
-    c = calibrate(path, tenant, alpha, data=data, policies=policies, verifier_name=verifier,
-                  seed=seed, cal_fraction=cal_fraction, limit=limit)
+    c = calibrate(
+        path,
+        tenant,
+        alpha,
+        data=data,
+        policies=policies,
+        verifier_name=verifier,
+        seed=seed,
+        cal_fraction=cal_fraction,
+        limit=limit,
+    )
     v, r = c["verifier_calibration"], c["retrieval"]
     vh, rh = v["held_out"], r["held_out"]
-    print(f"{path.name}: {c['rows']} rows, alpha={alpha:g}, verifier {c['verifier']}, "
-          f"seed {seed}, calibration part {cal_fraction:g}")
-    print(f"verifier threshold {v['threshold']:.4f} from n={v['n_calibration']} supported "
-          f"answers (k={v['k']}); {v['guarantee']}")
-    print(f"  held-out: coverage {rh_fmt(vh['coverage'])} on {vh['n_supported']} supported "
-          f"answers, bound >= {v['bound']['lower']:.4f} (95% interval "
-          f"{rh_fmt(vh['interval_95'][0])}-{rh_fmt(vh['interval_95'][1])}, within: "
-          f"{vh['within_bound']}); hallucinated rejected {rh_fmt(vh['hallucinated_rejected'])}"
-          f" (at 0.6: coverage {rh_fmt(vh['coverage_at_default'])}, rejected "
-          f"{rh_fmt(vh['hallucinated_rejected_at_default'])})")
-    print(f"retrieval threshold {rh_fmt(r['threshold'])} (top-{r['top_k']}, n={r['n_calibration']}"
-          f"); {r['guarantee']}")
-    print(f"  held-out: coverage|retrieved {rh_fmt(rh['coverage_given_retrieved'])} (95% interval"
-          f" {rh_fmt(rh['interval_95'][0])}-{rh_fmt(rh['interval_95'][1])}), recall@k "
-          f"{rh_fmt(rh['recall_at_k'])}, m1 {rh_fmt(rh['m1'])}, m2 {rh_fmt(rh['m2'])}")
+    print(
+        f"{path.name}: {c['rows']} rows, alpha={alpha:g}, verifier {c['verifier']}, "
+        f"seed {seed}, calibration part {cal_fraction:g}"
+    )
+    print(
+        f"verifier threshold {v['threshold']:.4f} from n={v['n_calibration']} supported "
+        f"answers (k={v['k']}); {v['guarantee']}"
+    )
+    print(
+        f"  held-out: coverage {rh_fmt(vh['coverage'])} on {vh['n_supported']} supported "
+        f"answers, bound >= {v['bound']['lower']:.4f} (95% interval "
+        f"{rh_fmt(vh['interval_95'][0])}-{rh_fmt(vh['interval_95'][1])}, within: "
+        f"{vh['within_bound']}); hallucinated rejected {rh_fmt(vh['hallucinated_rejected'])}"
+        f" (at 0.6: coverage {rh_fmt(vh['coverage_at_default'])}, rejected "
+        f"{rh_fmt(vh['hallucinated_rejected_at_default'])})"
+    )
+    print(
+        f"retrieval threshold {rh_fmt(r['threshold'])} (top-{r['top_k']}, n={r['n_calibration']}"
+        f"); {r['guarantee']}"
+    )
+    print(
+        f"  held-out: coverage|retrieved {rh_fmt(rh['coverage_given_retrieved'])} (95% interval"
+        f" {rh_fmt(rh['interval_95'][0])}-{rh_fmt(rh['interval_95'][1])}), recall@k "
+        f"{rh_fmt(rh['recall_at_k'])}, m1 {rh_fmt(rh['m1'])}, m2 {rh_fmt(rh['m2'])}"
+    )
     for w in c["warnings"]:
         print(f"WARNING: {w}")
     print(f"wrote {c['path']}")

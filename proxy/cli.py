@@ -21,14 +21,18 @@ from groundproxy.proxy.settings import Settings
 
 def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--data", type=Path, default=None,
+        "--data",
+        type=Path,
+        default=None,
         help="index folder (default $GROUNDPROXY_DATA, then ./data)",
     )
 
 
 def _add_policies(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--policies", type=Path, default=None,
+        "--policies",
+        type=Path,
+        default=None,
         help="policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
     )
 
@@ -64,8 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--skip-errors", action="store_true", help="skip (and list) unreadable files")
-    p.add_argument("--follow-symlinks", action="store_true",
-                   help="ingest symlinks that point outside the given folder")
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="ingest symlinks that point outside the given folder",
+    )
 
     p = sub.add_parser("delete", help="delete documents from a tenant's index")
     _add_data(p)
@@ -105,17 +112,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="build and list verifier models (ONNX, int8)")
     msub = p.add_subparsers(dest="models_command", required=True)
     m = msub.add_parser("build", help="export a Hugging Face NLI model or causal LM to ONNX")
-    m.add_argument("--from", dest="source", required=True,
-                   help="local folder, .gguf file, or a hub id already in the local HF cache")
+    m.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        help="local folder, .gguf file, or a hub id already in the local HF cache",
+    )
     m.add_argument("--name", required=True, help="the name a policy uses (verifier.model)")
     m.add_argument("--kind", choices=["auto", "nli", "causal-lm"], default="auto")
-    m.add_argument("--max-length", type=int, default=None,
-                   help="tokens per pair (default 128 for nli, 256 for causal-lm)")
-    m.add_argument("--pair-order", choices=["auto", "evidence-claim", "claim-evidence"],
-                   default="auto", help="nli input order (auto: claim first for our ce)")
+    m.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="tokens per pair (default 128 for nli, 256 for causal-lm)",
+    )
+    m.add_argument(
+        "--pair-order",
+        choices=["auto", "evidence-claim", "claim-evidence"],
+        default="auto",
+        help="nli input order (auto: claim first for our ce)",
+    )
     m.add_argument("--force", action="store_true", help="replace a model of the same name")
-    m.add_argument("--models-dir", type=Path, default=None,
-                   help="default $GROUNDPROXY_MODELS_DIR, then <data>/_models")
+    m.add_argument(
+        "--models-dir",
+        type=Path,
+        default=None,
+        help="default $GROUNDPROXY_MODELS_DIR, then <data>/_models",
+    )
     _add_data(m)
     m = msub.add_parser("list", help="list the verifiers a policy can name")
     m.add_argument("--models-dir", type=Path, default=None)
@@ -136,9 +159,14 @@ def _run(args: argparse.Namespace) -> int:
         from groundproxy.proxy.commands import ingest
 
         return ingest(
-            settings.data, args.tenant, args.paths, progress=not args.no_progress,
-            embedder_name=settings.embedder, skip_errors=args.skip_errors,
-            follow_symlinks=args.follow_symlinks, database_url=settings.database_url,
+            settings.data,
+            args.tenant,
+            args.paths,
+            progress=not args.no_progress,
+            embedder_name=settings.embedder,
+            skip_errors=args.skip_errors,
+            follow_symlinks=args.follow_symlinks,
+            database_url=settings.database_url,
         )
     if args.command == "delete":
         from groundproxy.proxy.commands import delete
@@ -148,8 +176,13 @@ def _run(args: argparse.Namespace) -> int:
         from groundproxy.proxy.commands import check
 
         return check(
-            settings.data, settings.policies, args.tenant, args.answer, args.question,
-            args.context_file, embedder_name=settings.embedder,
+            settings.data,
+            settings.policies,
+            args.tenant,
+            args.answer,
+            args.question,
+            args.context_file,
+            embedder_name=settings.embedder,
         )
     if args.command == "eval":
         from groundproxy.proxy.evaluate import run_eval_command
@@ -163,16 +196,30 @@ def _run(args: argparse.Namespace) -> int:
         from groundproxy.proxy.calibrate import run_calibrate_command
 
         return run_calibrate_command(
-            args.file, args.tenant, args.alpha, settings.data, settings.policies, args.verifier,
-            args.seed, args.cal_fraction, args.limit, args.json,
+            args.file,
+            args.tenant,
+            args.alpha,
+            settings.data,
+            settings.policies,
+            args.verifier,
+            args.seed,
+            args.cal_fraction,
+            args.limit,
+            args.json,
         )
     if args.command == "models":
         from groundproxy.proxy.commands import models_build, models_list
 
         if args.models_command == "build":
             return models_build(
-                args.source, args.name, settings.models_dir, settings.data, args.kind,
-                args.max_length, args.pair_order, args.force,
+                args.source,
+                args.name,
+                settings.models_dir,
+                settings.data,
+                args.kind,
+                args.max_length,
+                args.pair_order,
+                args.force,
             )
         return models_list(settings.models_dir, settings.data)
     if args.command == "hash-key":

@@ -15,15 +15,25 @@ from groundproxy.retrieval.embedder import load_embedder
 
 
 def ingest(
-    data: Path, tenant: str, paths: list[Path], progress: bool = True,
-    embedder_name: str = "minilm", skip_errors: bool = False, follow_symlinks: bool = False,
+    data: Path,
+    tenant: str,
+    paths: list[Path],
+    progress: bool = True,
+    embedder_name: str = "minilm",
+    skip_errors: bool = False,
+    follow_symlinks: bool = False,
     database_url: str | None = None,
 ) -> int:
     """``embedder_name``/``database_url``: the server's too (``Settings``)."""
     store = backends.open_storage(data, database_url)
     result = backends.ingest_paths(
-        store, tenant, paths, load_embedder(embedder_name), progress,
-        skip_errors=skip_errors, follow_symlinks=follow_symlinks,
+        store,
+        tenant,
+        paths,
+        load_embedder(embedder_name),
+        progress,
+        skip_errors=skip_errors,
+        follow_symlinks=follow_symlinks,
     )
     for line in result.skipped:
         print(f"skipped {line}", file=sys.stderr)

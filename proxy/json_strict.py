@@ -40,8 +40,9 @@ def _find_bad(data: Any) -> tuple[str, str] | None:
                     return path or "(body)", "a key holds a lone UTF-16 surrogate"
                 stack.append((v, sub))
         elif isinstance(cur, list):
-            stack.extend((v, f"{path}.{i}" if path else str(i))
-                         for i, v in reversed(list(enumerate(cur))))
+            stack.extend(
+                (v, f"{path}.{i}" if path else str(i)) for i, v in reversed(list(enumerate(cur)))
+            )
     return None
 
 

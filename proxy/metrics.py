@@ -35,8 +35,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from groundproxy.guards.types import GuardReport
 
 LATENCY_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.8, 1.0, 2.5, 5.0,
-    10.0, 30.0, 60.0,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.25,
+    0.5,
+    0.8,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
 )
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _ROUTES = {
@@ -108,8 +124,11 @@ class Metrics:
             "groundproxy_requests", "HTTP requests", ["tenant", "route", "status"], registry=r
         )
         self.request_seconds = Histogram(
-            "groundproxy_request_seconds", "request wall time", ["route"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "groundproxy_request_seconds",
+            "request wall time",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.verdicts = Counter(
             "groundproxy_verdicts", "claim verdicts", ["tenant", "verdict"], registry=r
@@ -118,20 +137,31 @@ class Metrics:
             "groundproxy_actions", "policy actions on answers", ["tenant", "action"], registry=r
         )
         self.guard_seconds = Histogram(
-            "groundproxy_guard_seconds", "guard time per answer", ["tenant"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "groundproxy_guard_seconds",
+            "guard time per answer",
+            ["tenant"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.upstream_seconds = Histogram(
-            "groundproxy_upstream_seconds", "upstream call time", ["tenant"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "groundproxy_upstream_seconds",
+            "upstream call time",
+            ["tenant"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.batch_size = Histogram(
-            "groundproxy_verifier_batch_size", "pairs per verifier batch",
-            buckets=BATCH_BUCKETS, registry=r,
+            "groundproxy_verifier_batch_size",
+            "pairs per verifier batch",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.model_batch_size = Histogram(
-            "groundproxy_batch_size", "items per model call (micro-batched across requests)",
-            ["model"], buckets=BATCH_BUCKETS, registry=r,
+            "groundproxy_batch_size",
+            "items per model call (micro-batched across requests)",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self._caches = _CacheCollector()
         r.register(self._caches)
@@ -160,7 +190,6 @@ class Metrics:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
-
 
 
 class MetricsMiddleware:

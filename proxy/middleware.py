@@ -19,9 +19,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 log = structlog.get_logger(__name__)
-_INTERNAL = json.dumps({"error": {"message": "internal error in groundproxy",
-                                  "type": "server_error", "param": None,
-                                  "code": "internal_error"}}).encode()
+_INTERNAL = json.dumps(
+    {
+        "error": {
+            "message": "internal error in groundproxy",
+            "type": "server_error",
+            "param": None,
+            "code": "internal_error",
+        }
+    }
+).encode()
 
 
 class RequestIdMiddleware:
@@ -59,13 +66,22 @@ class RequestIdMiddleware:
             frame = exc.__traceback__
             while frame is not None and frame.tb_next is not None:
                 frame = frame.tb_next
-            where = (f"{frame.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.tb_lineno}"
-                     if frame is not None else "")
-            log.error("unhandled_error", error_type=type(exc).__name__, at=where,
-                      response_started=started)
+            where = (
+                f"{frame.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.tb_lineno}"
+                if frame is not None
+                else ""
+            )
+            log.error(
+                "unhandled_error", error_type=type(exc).__name__, at=where, response_started=started
+            )
             if not started:
-                await send_with_id({"type": "http.response.start", "status": 500,
-                                    "headers": [(b"content-type", b"application/json")]})
+                await send_with_id(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
                 await send_with_id({"type": "http.response.body", "body": _INTERNAL})
         finally:
             structlog.contextvars.clear_contextvars()

@@ -51,10 +51,18 @@ class TraceStoreUnavailable(OSError):
 
 def _node(row: Sequence[Any]) -> StoredNode:
     return StoredNode(
-        step_id=str(row[0]), trace_id=str(row[1]), parents=tuple(row[2]),
-        created=float(row[3]), request_id=str(row[4]), policy=str(row[5]),
-        question_sha256=str(row[6]), context_sha256=str(row[7]), answer=str(row[8]),
-        trust=float(row[9]), action=str(row[10]), claims=list(row[11]),
+        step_id=str(row[0]),
+        trace_id=str(row[1]),
+        parents=tuple(row[2]),
+        created=float(row[3]),
+        request_id=str(row[4]),
+        policy=str(row[5]),
+        question_sha256=str(row[6]),
+        context_sha256=str(row[7]),
+        answer=str(row[8]),
+        trust=float(row[9]),
+        action=str(row[10]),
+        claims=list(row[11]),
     )
 
 
@@ -83,17 +91,24 @@ class PgTraceStore(TraceStore):
         ids = list(dict.fromkeys(step_ids))
         if not ids:
             return {}
-        rows = self._run(lambda c: c.execute(
-            f"SELECT {_COLS} FROM gp_trace_nodes WHERE tenant = %s AND step_id = ANY(%s) "
-            "AND created >= %s", (self.tenant, ids, not_before)).fetchall())
+        rows = self._run(
+            lambda c: c.execute(
+                f"SELECT {_COLS} FROM gp_trace_nodes WHERE tenant = %s AND step_id = ANY(%s) "
+                "AND created >= %s",
+                (self.tenant, ids, not_before),
+            ).fetchall()
+        )
         return {n.step_id: n for n in map(_node, rows)}
 
     def trace(self, trace_id: str, not_before: float) -> tuple[list[str], dict[str, StoredNode]]:
         """The trace's own steps (oldest first) and every node they reach via parents."""
-        rows = self._run(lambda c: c.execute(
-            f"SELECT {_COLS} FROM gp_trace_nodes WHERE tenant = %s AND trace_id = %s "
-            "AND created >= %s ORDER BY created, step_id LIMIT %s",
-            (self.tenant, trace_id, not_before, MAX_TRACE_NODES)).fetchall())
+        rows = self._run(
+            lambda c: c.execute(
+                f"SELECT {_COLS} FROM gp_trace_nodes WHERE tenant = %s AND trace_id = %s "
+                "AND created >= %s ORDER BY created, step_id LIMIT %s",
+                (self.tenant, trace_id, not_before, MAX_TRACE_NODES),
+            ).fetchall()
+        )
         own = [_node(r) for r in rows]
         nodes = {n.step_id: n for n in own}
         reached = list(own)
@@ -124,19 +139,31 @@ class PgTraceStore(TraceStore):
             found = self.get(parents[:1], now - settings.retention_hours * 3600.0)
             trace_id = found[parents[0]].trace_id if found else step_id
         row = {
-            "tenant": self.tenant, "step_id": step_id, "trace_id": trace_id,
-            "parents": Jsonb(list(parents)), "created": now, "request_id": request_id[:128],
-            "policy": policy_id, "q": _sha256(question or ""), "ctx": context_digest(context),
-            "answer": report.original[:MAX_ANSWER_CHARS], "trust": round(report.trust, 4),
-            "action": report.action, "claims": Jsonb(_claims(report)),
+            "tenant": self.tenant,
+            "step_id": step_id,
+            "trace_id": trace_id,
+            "parents": Jsonb(list(parents)),
+            "created": now,
+            "request_id": request_id[:128],
+            "policy": policy_id,
+            "q": _sha256(question or ""),
+            "ctx": context_digest(context),
+            "answer": report.original[:MAX_ANSWER_CHARS],
+            "trust": round(report.trust, 4),
+            "action": report.action,
+            "claims": Jsonb(_claims(report)),
         }
-        self._run(lambda c: c.execute(
-            f"INSERT INTO gp_trace_nodes (tenant, {_COLS}) VALUES (%(tenant)s, %(step_id)s, "
-            "%(trace_id)s, %(parents)s, %(created)s, %(request_id)s, %(policy)s, %(q)s, "
-            "%(ctx)s, %(answer)s, %(trust)s, %(action)s, %(claims)s) "
-            "ON CONFLICT (tenant, step_id) DO UPDATE SET trace_id = EXCLUDED.trace_id, "
-            "parents = EXCLUDED.parents, created = EXCLUDED.created, answer = EXCLUDED.answer, "
-            "trust = EXCLUDED.trust, action = EXCLUDED.action, claims = EXCLUDED.claims", row))
+        self._run(
+            lambda c: c.execute(
+                f"INSERT INTO gp_trace_nodes (tenant, {_COLS}) VALUES (%(tenant)s, %(step_id)s, "
+                "%(trace_id)s, %(parents)s, %(created)s, %(request_id)s, %(policy)s, %(q)s, "
+                "%(ctx)s, %(answer)s, %(trust)s, %(action)s, %(claims)s) "
+                "ON CONFLICT (tenant, step_id) DO UPDATE SET trace_id = EXCLUDED.trace_id, "
+                "parents = EXCLUDED.parents, created = EXCLUDED.created, answer = EXCLUDED.answer, "
+                "trust = EXCLUDED.trust, action = EXCLUDED.action, claims = EXCLUDED.claims",
+                row,
+            )
+        )
         with self._lock:
             self._writes += 1
             prune = self._writes % PRUNE_EVERY == 1
@@ -152,19 +179,24 @@ class PgTraceStore(TraceStore):
             with conn.transaction():
                 gone = conn.execute(
                     "DELETE FROM gp_trace_nodes WHERE tenant = %s AND created < %s",
-                    (self.tenant, now - settings.retention_hours * 3600.0)).rowcount
+                    (self.tenant, now - settings.retention_hours * 3600.0),
+                ).rowcount
                 gone += conn.execute(
                     "DELETE FROM gp_trace_nodes WHERE tenant = %s AND step_id IN ("
                     "SELECT step_id FROM gp_trace_nodes WHERE tenant = %s "
                     "ORDER BY created DESC, step_id DESC OFFSET %s)",
-                    (self.tenant, self.tenant, settings.max_nodes)).rowcount
+                    (self.tenant, self.tenant, settings.max_nodes),
+                ).rowcount
             return int(gone)
 
         return self._run(run)
 
     def count(self) -> int:
-        row = self._run(lambda c: c.execute(
-            "SELECT count(*) FROM gp_trace_nodes WHERE tenant = %s", (self.tenant,)).fetchone())
+        row = self._run(
+            lambda c: c.execute(
+                "SELECT count(*) FROM gp_trace_nodes WHERE tenant = %s", (self.tenant,)
+            ).fetchone()
+        )
         return int(row[0]) if row else 0
 
 

@@ -38,6 +38,7 @@ def readiness_body(
     names = (f"'{policy.index_name}'", f"'{policy.verifier.model}'", f"'{policy.tenant}'")
     current = [e for e in store.errors() if own_file in e or f"'{policy.tenant}'" in e]
     current += [e for e in load_errors if any(n in e for n in names)]
-    body.update(tenant=policy.tenant, policy=loaded.policy_id,
-                errors=[scrub_paths(e) for e in current])
+    body.update(
+        tenant=policy.tenant, policy=loaded.policy_id, errors=[scrub_paths(e) for e in current]
+    )
     return body

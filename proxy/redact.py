@@ -29,8 +29,10 @@ _PATTERNS = (
     re.compile(r"\b(?:sk|pk|rk|gsk|xai|hf)[-_][A-Za-z0-9._-]{8,}"),
     re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"),
     # key=value / "api_key": "value" pairs
-    re.compile(r"(?i)\b(api[-_]?key|access[-_]?token|secret|password|token)(\"?\s*[:=]\s*\"?)"
-               r"[^\s\"',;]{4,}"),
+    re.compile(
+        r"(?i)\b(api[-_]?key|access[-_]?token|secret|password|token)(\"?\s*[:=]\s*\"?)"
+        r"[^\s\"',;]{4,}"
+    ),
     # long opaque tokens (hex or base64-ish runs of 32+ characters)
     re.compile(r"\b[A-Za-z0-9+/_-]{32,}={0,2}"),
 )

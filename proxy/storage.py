@@ -141,12 +141,25 @@ def ingest_texts(
 
 
 def ingest_paths(
-    storage: Storage, tenant: str, paths: Sequence[Path], embedder: Embedder,
-    progress: bool = True, *, skip_errors: bool = False, follow_symlinks: bool = False,
+    storage: Storage,
+    tenant: str,
+    paths: Sequence[Path],
+    embedder: Embedder,
+    progress: bool = True,
+    *,
+    skip_errors: bool = False,
+    follow_symlinks: bool = False,
 ) -> IngestResult:
     """Ingest files and folders in one atomic commit of ``storage``."""
-    return ingest_paths_with(storage.open_writer(), tenant, paths, embedder, progress,
-                             skip_errors=skip_errors, follow_symlinks=follow_symlinks)
+    return ingest_paths_with(
+        storage.open_writer(),
+        tenant,
+        paths,
+        embedder,
+        progress,
+        skip_errors=skip_errors,
+        follow_symlinks=follow_symlinks,
+    )
 
 
 def delete_documents(storage: Storage, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:

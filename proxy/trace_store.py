@@ -127,23 +127,27 @@ class StoredNode:
 def _claims(report: GuardReport) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for r in report.claims[:MAX_CLAIMS]:
-        out.append({
-            "text": r.claim.text,
-            "span": [r.claim.span[0], r.claim.span[1]],
-            "verdict": r.verdict,
-            "support": round(r.probs.supported, 4),
-            "explanation": r.explanation,
-            "action": r.action,
-            **({"correction": r.correction} if r.correction is not None else {}),
-            "citations": [
-                {
-                    "doc": e.doc, "chunk": e.chunk, "span": [e.span[0], e.span[1]],
-                    "content_hash": e.content_hash or None,
-                    "index_version": e.index_version if e.source == "index" else None,
-                }
-                for e in r.citations
-            ],
-        })
+        out.append(
+            {
+                "text": r.claim.text,
+                "span": [r.claim.span[0], r.claim.span[1]],
+                "verdict": r.verdict,
+                "support": round(r.probs.supported, 4),
+                "explanation": r.explanation,
+                "action": r.action,
+                **({"correction": r.correction} if r.correction is not None else {}),
+                "citations": [
+                    {
+                        "doc": e.doc,
+                        "chunk": e.chunk,
+                        "span": [e.span[0], e.span[1]],
+                        "content_hash": e.content_hash or None,
+                        "index_version": e.index_version if e.source == "index" else None,
+                    }
+                    for e in r.citations
+                ],
+            }
+        )
     return out
 
 

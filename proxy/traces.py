@@ -86,9 +86,9 @@ class TraceRequest:
             )
 
 
-def parse_trace_headers(trace_header: str | None, parents_header: str | None) -> tuple[
-    str | None, list[str]
-]:
+def parse_trace_headers(
+    trace_header: str | None, parents_header: str | None
+) -> tuple[str | None, list[str]]:
     """Validate the two request headers; malformed values → 400 naming the header."""
     trace_id = (trace_header or "").strip() or None
     if trace_id is not None and not TRACE_ID_RE.match(trace_id):

@@ -135,7 +135,11 @@ class Upstream(Protocol):
     stream, raising connection and status errors before any byte reaches the client."""
 
     async def complete(
-        self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json,
+        self,
+        upstream: UpstreamPolicy,
+        model: str,
+        messages: list[Json],
+        extra: Json,
         stream: bool = False,
     ) -> UpstreamAnswer: ...
 
@@ -185,7 +189,9 @@ class ChunkStream:
     """
 
     def __init__(
-        self, raw: AsyncIterable[Any], map_error: Callable[[Exception], Exception],
+        self,
+        raw: AsyncIterable[Any],
+        map_error: Callable[[Exception], Exception],
         started: float,
     ) -> None:
         self._raw = raw
@@ -228,8 +234,7 @@ def _merge_tool_calls(into: list[Json], parts: list[Json]) -> None:
     for part in parts:
         i = int(part.get("index") or 0)
         while len(into) <= i:
-            into.append({"id": None, "type": "function",
-                         "function": {"name": "", "arguments": ""}})
+            into.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
         call = into[i]
         call["id"] = part.get("id") or call["id"]
         call["type"] = part.get("type") or call["type"]

@@ -81,8 +81,14 @@ class DocumentRecord:
 def _chunk(row: Any) -> ChunkRecord:
     label, doc_id, chunk_id, text, start, end, content_hash, version = row
     return ChunkRecord(
-        int(label), str(doc_id), str(chunk_id), str(text), int(start), int(end),
-        str(content_hash), int(version),
+        int(label),
+        str(doc_id),
+        str(chunk_id),
+        str(text),
+        int(start),
+        int(end),
+        str(content_hash),
+        int(version),
     )
 
 
@@ -172,8 +178,12 @@ class ChunkStore:
             return None
         d_id, text, content_hash, ingested_at, source_path = rows[0]
         return DocumentRecord(
-            str(d_id), str(text), str(content_hash), float(ingested_at),
-            None if source_path is None else str(source_path), self.chunks_of(doc_id),
+            str(d_id),
+            str(text),
+            str(content_hash),
+            float(ingested_at),
+            None if source_path is None else str(source_path),
+            self.chunks_of(doc_id),
         )
 
     def get_chunk(self, doc_id: str, chunk_id: str) -> ChunkRecord | None:
@@ -207,13 +217,30 @@ class ChunkStore:
                 self._conn.execute(
                     "INSERT INTO documents(doc_id, content_hash, n_chunks, ingested_at,"
                     " source_path, text) VALUES (?, ?, ?, ?, ?, ?)",
-                    (info.doc_id, info.content_hash, info.n_chunks, info.ingested_at,
-                     info.source_path, text),
+                    (
+                        info.doc_id,
+                        info.content_hash,
+                        info.n_chunks,
+                        info.ingested_at,
+                        info.source_path,
+                        text,
+                    ),
                 )
                 self._conn.executemany(
                     f"INSERT INTO chunks({_CHUNK_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(c.label, c.doc_id, c.chunk_id, c.text, c.start, c.end, c.content_hash,
-                      c.index_version) for c in chunks],
+                    [
+                        (
+                            c.label,
+                            c.doc_id,
+                            c.chunk_id,
+                            c.text,
+                            c.start,
+                            c.end,
+                            c.content_hash,
+                            c.index_version,
+                        )
+                        for c in chunks
+                    ],
                 )
             except sqlite3.Error as exc:
                 raise IndexStoreError(f"chunk store {self._path}: {exc}") from exc
@@ -222,9 +249,10 @@ class ChunkStore:
         """Remove a document and its chunks; return the removed chunk labels (None: absent)."""
         with self._lock:
             try:
-                if self._conn.execute(
-                    "DELETE FROM documents WHERE doc_id = ?", (doc_id,)
-                ).rowcount == 0:
+                if (
+                    self._conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,)).rowcount
+                    == 0
+                ):
                     return None
                 labels = [
                     int(r[0])

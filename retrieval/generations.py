@@ -149,8 +149,9 @@ def collect_garbage(tenant_dir: Path, live: Pointer) -> None:
     Only call this while holding the tenant's writer lock.
     """
     older = sorted(
-        v for p in tenant_dir.iterdir() if (v := gen_version(p.name)) is not None
-        and v < live.version
+        v
+        for p in tenant_dir.iterdir()
+        if (v := gen_version(p.name)) is not None and v < live.version
     )
     keep = {live.generation} | ({gen_name(older[-1])} if older else set())
     for path in tenant_dir.iterdir():

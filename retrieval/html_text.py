@@ -6,12 +6,49 @@ import re
 from html.parser import HTMLParser
 
 _SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
-_BLOCK = frozenset({
-    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
-    "dt", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table",
-    "tbody", "td", "tfoot", "th", "thead", "title", "tr", "ul",
-})
+_BLOCK = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "caption",
+        "dd",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "td",
+        "tfoot",
+        "th",
+        "thead",
+        "title",
+        "tr",
+        "ul",
+    }
+)
 _SPACES_RE = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 

@@ -61,8 +61,9 @@ def ingest_docs(
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
     # The bar counts chunks embedded; its total grows by an estimate as each document is
     # read and is corrected once the document is chunked, so the ETA holds for big files.
-    bar = tqdm(total=0, desc=f"ingest {tenant}", unit="chunk", file=sys.stderr,
-               disable=not progress)
+    bar = tqdm(
+        total=0, desc=f"ingest {tenant}", unit="chunk", file=sys.stderr, disable=not progress
+    )
     with open_writer(tenant, embedder) as writer:
         writer.on_embedded = bar.update
         unique = UniqueIds()
@@ -78,8 +79,9 @@ def ingest_docs(
         version = writer.commit()
         chunks_added = writer.chunks_added
     bar.close()
-    return IngestResult(counts["added"], counts["replaced"], counts["unchanged"],
-                        chunks_added, version)
+    return IngestResult(
+        counts["added"], counts["replaced"], counts["unchanged"], chunks_added, version
+    )
 
 
 def ingest_paths(
@@ -93,8 +95,15 @@ def ingest_paths(
     follow_symlinks: bool = False,
 ) -> IngestResult:
     """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr."""
-    return ingest_paths_with(writer_opener(data_dir), tenant, paths, embedder, progress,
-                             skip_errors=skip_errors, follow_symlinks=follow_symlinks)
+    return ingest_paths_with(
+        writer_opener(data_dir),
+        tenant,
+        paths,
+        embedder,
+        progress,
+        skip_errors=skip_errors,
+        follow_symlinks=follow_symlinks,
+    )
 
 
 def ingest_paths_with(
@@ -114,8 +123,9 @@ def ingest_paths_with(
     it is ingested instead of refused.
     """
     skipped: list[str] = []
-    docs = read_documents(paths, skipped=skipped if skip_errors else None,
-                          follow_symlinks=follow_symlinks)
+    docs = read_documents(
+        paths, skipped=skipped if skip_errors else None, follow_symlinks=follow_symlinks
+    )
     result = ingest_docs(open_writer, tenant, docs, embedder, progress)
     return dataclasses.replace(result, skipped=skipped)
 

@@ -101,8 +101,12 @@ class IndexManager:
         except GroundproxyError as exc:
             if entry is None:
                 raise
-            log.error("tenant %s: keeping index version %s, reopen failed: %s",
-                      tenant, entry.index.version, exc)
+            log.error(
+                "tenant %s: keeping index version %s, reopen failed: %s",
+                tenant,
+                entry.index.version,
+                exc,
+            )
             entry.checked_at = now
             return self._store(tenant, entry)
         if entry is not None and entry.index.generation == index.generation:

@@ -158,8 +158,11 @@ def _export(source: Path, out: Path, variant: Variant) -> None:
         fused = out if variant == "fp32" else out.with_name("fused.onnx")
         cfg = model.config
         optimizer.optimize_model(
-            str(raw), model_type="bert", num_heads=cfg.num_attention_heads,
-            hidden_size=cfg.hidden_size, opt_level=1,
+            str(raw),
+            model_type="bert",
+            num_heads=cfg.num_attention_heads,
+            hidden_size=cfg.hidden_size,
+            opt_level=1,
         ).save_model_to_file(str(fused))
         raw.unlink()
         if variant == "int8":
@@ -167,8 +170,12 @@ def _export(source: Path, out: Path, variant: Variant) -> None:
             # Per-channel, reduced-range int8 weights on the MatMuls only: the most faithful
             # of the dynamic recipes tried (cosine 0.993 mean to fp32, see bench/embedder.py).
             quant.quantize_dynamic(
-                str(fused), str(out), weight_type=quant.QuantType.QInt8, per_channel=True,
-                reduce_range=True, op_types_to_quantize=["MatMul"],
+                str(fused),
+                str(out),
+                weight_type=quant.QuantType.QInt8,
+                per_channel=True,
+                reduce_range=True,
+                op_types_to_quantize=["MatMul"],
                 extra_options={"DefaultTensorType": 1},  # onnx.TensorProto.FLOAT
             )
             fused.unlink()
@@ -206,6 +213,7 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         try:
             import onnxruntime as ort
+
             tokenizers = importlib.import_module("tokenizers")  # untyped: kept as Any
 
             self._tokenizer: Any = tokenizers.Tokenizer.from_file(str(src / "tokenizer.json"))

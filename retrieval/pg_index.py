@@ -73,8 +73,14 @@ def _search_sql(dim: int) -> sql.Composed:
 def chunk_record(row: Any) -> ChunkRecord:
     label, doc_id, chunk_id, text, start, end, content_hash, version = row
     return ChunkRecord(
-        int(label), str(doc_id), str(chunk_id), str(text), int(start), int(end),
-        str(content_hash), int(version),
+        int(label),
+        str(doc_id),
+        str(chunk_id),
+        str(text),
+        int(start),
+        int(end),
+        str(content_hash),
+        int(version),
     )
 
 
@@ -163,27 +169,37 @@ class PgTenantIndex:
                 f"was built with {dim}-d vectors ({self._meta.embedder})"
             )
         statement = _search_sql(dim)
-        params = {"queries": [vector_literal(q) for q in queries], "tenant": self._tenant,
-                  "k": int(top_k)}
+        params = {
+            "queries": [vector_literal(q) for q in queries],
+            "tenant": self._tenant,
+            "k": int(top_k),
+        }
         with self._pool.connection() as conn:
             rows = conn.execute(statement, params).fetchall()
         for row in rows:
             score = float(row[9])
             if score < min_score:
                 continue
-            out[int(row[0]) - 1].append(Evidence(
-                text=str(row[4]), doc=str(row[2]), chunk=str(row[3]), score=score,
-                span=(int(row[5]), int(row[6])), content_hash=str(row[7]),
-                index_version=int(row[8]), source="index",
-            ))
+            out[int(row[0]) - 1].append(
+                Evidence(
+                    text=str(row[4]),
+                    doc=str(row[2]),
+                    chunk=str(row[3]),
+                    score=score,
+                    span=(int(row[5]), int(row[6])),
+                    content_hash=str(row[7]),
+                    index_version=int(row[8]),
+                    source="index",
+                )
+            )
         for hits in out:
             hits.sort(key=lambda e: e.score, reverse=True)
         return out
 
     def _chunks(self, conn: Any, doc_id: str) -> list[ChunkRecord]:
         rows = conn.execute(
-            f"SELECT {CHUNK_COLS} FROM gp_chunks WHERE tenant = %s AND doc_id = %s "
-            "ORDER BY id", (self._tenant, doc_id),
+            f"SELECT {CHUNK_COLS} FROM gp_chunks WHERE tenant = %s AND doc_id = %s ORDER BY id",
+            (self._tenant, doc_id),
         ).fetchall()
         return [chunk_record(r) for r in rows]
 
@@ -192,20 +208,28 @@ class PgTenantIndex:
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 "SELECT doc_id, text, content_hash, ingested_at, source_path FROM gp_documents "
-                "WHERE tenant = %s AND doc_id = %s", (self._tenant, doc_id),
+                "WHERE tenant = %s AND doc_id = %s",
+                (self._tenant, doc_id),
             ).fetchone()
             if row is None:
                 return None
             chunks = self._chunks(conn, doc_id)
-        return DocumentRecord(str(row[0]), str(row[1]), str(row[2]), float(row[3]),
-                              None if row[4] is None else str(row[4]), chunks)
+        return DocumentRecord(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            float(row[3]),
+            None if row[4] is None else str(row[4]),
+            chunks,
+        )
 
     def get_chunk(self, doc_id: str, chunk_id: str) -> ChunkRecord | None:
         validate_doc_id(doc_id)
         with self._pool.connection() as conn:
             row = conn.execute(
                 f"SELECT {CHUNK_COLS} FROM gp_chunks WHERE tenant = %s AND doc_id = %s "
-                "AND chunk_id = %s", (self._tenant, doc_id, chunk_id),
+                "AND chunk_id = %s",
+                (self._tenant, doc_id, chunk_id),
             ).fetchone()
         return None if row is None else chunk_record(row)
 
@@ -213,10 +237,15 @@ class PgTenantIndex:
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT doc_id, content_hash, n_chunks, ingested_at, source_path "
-                "FROM gp_documents WHERE tenant = %s ORDER BY doc_id", (self._tenant,),
+                "FROM gp_documents WHERE tenant = %s ORDER BY doc_id",
+                (self._tenant,),
             ).fetchall()
-        return [DocumentInfo(str(r[0]), str(r[1]), int(r[2]), float(r[3]),
-                             None if r[4] is None else str(r[4])) for r in rows]
+        return [
+            DocumentInfo(
+                str(r[0]), str(r[1]), int(r[2]), float(r[3]), None if r[4] is None else str(r[4])
+            )
+            for r in rows
+        ]
 
     def close(self) -> None:
         """Nothing to release: connections belong to the pool."""

@@ -42,7 +42,9 @@ class PgPool:
 
         try:
             conn = psycopg.connect(
-                self.dsn, autocommit=True, connect_timeout=int(self._timeout),
+                self.dsn,
+                autocommit=True,
+                connect_timeout=int(self._timeout),
                 application_name="groundproxy",
             )
         except psycopg.Error as exc:

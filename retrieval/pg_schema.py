@@ -28,7 +28,9 @@ MIGRATION_LOCK = (0x6770, 1)
 TENANT_LOCK_CLASS = 0x6770_0002  # pg_advisory_xact_lock(class, hashtext(tenant))
 
 MIGRATIONS: list[tuple[int, str]] = [
-    (1, """
+    (
+        1,
+        """
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE TABLE gp_tenants (
     tenant TEXT PRIMARY KEY,
@@ -87,7 +89,8 @@ CREATE TABLE gp_calibration (
     content JSONB NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL
 );
-"""),
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 

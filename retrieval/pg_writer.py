@@ -68,18 +68,22 @@ class PgIndexWriter:
                 ensure_hnsw_index(conn, embedder.dim)
             conn.execute("BEGIN")
             conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
-            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                         (TENANT_LOCK_CLASS, self.tenant))
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TENANT_LOCK_CLASS, self.tenant)
+            )
             self._meta = read_tenant_meta(conn, self.tenant)
         except BaseException as exc:
             self._abort()
             if isinstance(exc, Exception) and not isinstance(exc, IndexStoreError):
-                raise IndexStoreError(f"tenant {self.tenant!r}: cannot start a write: "
-                                      f"{exc}") from exc
+                raise IndexStoreError(
+                    f"tenant {self.tenant!r}: cannot start a write: {exc}"
+                ) from exc
             raise
         meta = self._meta
-        if meta is not None and embedder is not None and (
-            meta.dim != embedder.dim or meta.embedder != embedder.name
+        if (
+            meta is not None
+            and embedder is not None
+            and (meta.dim != embedder.dim or meta.embedder != embedder.name)
         ):
             self._abort()
             raise IndexStoreError(
@@ -183,10 +187,16 @@ class PgIndexWriter:
             meta = self._meta
             dim = meta.dim if meta else (self._embedder.dim if self._embedder else 0)
             name = meta.embedder if meta else (self._embedder.name if self._embedder else "")
-            self._conn.execute(_TENANT_UPSERT, {
-                "tenant": self.tenant, "version": self._version, "dim": dim,
-                "embedder": name, "now": time.time(),
-            })
+            self._conn.execute(
+                _TENANT_UPSERT,
+                {
+                    "tenant": self.tenant,
+                    "version": self._version,
+                    "dim": dim,
+                    "embedder": name,
+                    "now": time.time(),
+                },
+            )
             self._conn.execute("COMMIT")
         except BaseException as exc:
             self._failed = True

@@ -95,8 +95,9 @@ def read_file(path: Path, doc_id: str) -> Iterator[SourceDocument]:
     """The document(s) in one file; ``doc_id`` is the file's id (sanitized here)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        prefix = sanitize_doc_id(doc_id[: -len(path.suffix)] if doc_id.endswith(path.suffix)
-                                 else doc_id)
+        prefix = sanitize_doc_id(
+            doc_id[: -len(path.suffix)] if doc_id.endswith(path.suffix) else doc_id
+        )
         yield from _read_jsonl(path, prefix)
         return
     if suffix == ".pdf":

@@ -117,8 +117,10 @@ class IndexWriter:
                     f"tenant {self.tenant!r}: index file {exc.filename} is missing"
                 ) from exc
         emb = self._embedder
-        if base_meta is not None and emb is not None and (
-            base_meta.dim != emb.dim or base_meta.embedder != emb.name
+        if (
+            base_meta is not None
+            and emb is not None
+            and (base_meta.dim != emb.dim or base_meta.embedder != emb.name)
         ):
             raise IndexStoreError(
                 f"tenant {self.tenant!r}: the index was built with {base_meta.embedder} "
@@ -151,9 +153,7 @@ class IndexWriter:
         if self._failed:
             raise IndexStoreError(f"tenant {self.tenant!r}: an earlier change failed; discard")
 
-    def upsert(
-        self, doc_id: str, text: str, source_path: str | None = None
-    ) -> UpsertStatus:
+    def upsert(self, doc_id: str, text: str, source_path: str | None = None) -> UpsertStatus:
         """Add or replace a document; "unchanged" (no embedding) when its text is the same."""
         self._check_open()
         doc_id = validate_doc_id(doc_id)

@@ -100,9 +100,7 @@ async def stream_chunks(
     yield _chunk(cid, model, {}, "stop")
 
 
-async def _stream(
-    answer: str, model: str, cut: bool, drip_s: float = 0.0
-) -> AsyncIterator[bytes]:
+async def _stream(answer: str, model: str, cut: bool, drip_s: float = 0.0) -> AsyncIterator[bytes]:
     async for data in stream_chunks(answer, model, cut, drip_s):
         yield f"data: {json.dumps(data)}\n\n".encode()
     if not cut:
@@ -138,8 +136,14 @@ def _echo_key(request: Request) -> JSONResponse:
         "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2 was also rejected."
     )
     return JSONResponse(
-        {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                   "code": "invalid_api_key"}},
+        {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        },
         status_code=401,
     )
 

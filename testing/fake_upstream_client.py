@@ -69,8 +69,12 @@ class FakeUpstream:
         return pick_answer(self.rules, {"messages": messages}, self.default)
 
     async def _open(
-        self, upstream: UpstreamPolicy, model: str, messages: list[dict[str, Any]],
-        extra: dict[str, Any], stream: bool,
+        self,
+        upstream: UpstreamPolicy,
+        model: str,
+        messages: list[dict[str, Any]],
+        extra: dict[str, Any],
+        stream: bool,
     ) -> None:
         """Record the call and play the model's failure mode (the error types and codes
         the real client maps those upstream failures to; the messages are the fake's)."""
@@ -87,8 +91,12 @@ class FakeUpstream:
             await asyncio.sleep(wait)
 
     async def complete(
-        self, upstream: UpstreamPolicy, model: str, messages: list[dict[str, Any]],
-        extra: dict[str, Any], stream: bool = False,
+        self,
+        upstream: UpstreamPolicy,
+        model: str,
+        messages: list[dict[str, Any]],
+        extra: dict[str, Any],
+        stream: bool = False,
     ) -> UpstreamAnswer:
         if stream:
             return await collect(await self.stream(upstream, model, messages, extra))
@@ -98,7 +106,10 @@ class FakeUpstream:
         return UpstreamAnswer(Completion.from_body(body), time.perf_counter() - started)
 
     async def stream(
-        self, upstream: UpstreamPolicy, model: str, messages: list[dict[str, Any]],
+        self,
+        upstream: UpstreamPolicy,
+        model: str,
+        messages: list[dict[str, Any]],
         extra: dict[str, Any],
     ) -> ChunkStream:
         started = time.perf_counter()

@@ -58,7 +58,13 @@ def _policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]
     models = {
         name: f"openai/{name}"
         for name in (
-            "gpt-4o-mini", "fail-500", "fail-400", "bad-json", "cut-stream", "slow-3", "drip-0.02"
+            "gpt-4o-mini",
+            "fail-500",
+            "fail-400",
+            "bad-json",
+            "cut-stream",
+            "slow-3",
+            "drip-0.02",
         )
     }
     policy: dict[str, Any] = {
@@ -145,7 +151,10 @@ def policies_dir(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -
             "sentence", upstream_port, retrieval={"index": "acme"}, stream="sentence"
         ),
         "sentblock": _policy(
-            "sentblock", upstream_port, retrieval={"index": "acme"}, stream="sentence",
+            "sentblock",
+            upstream_port,
+            retrieval={"index": "acme"},
+            stream="sentence",
             actions={"contradicted": "block"},
         ),
     }

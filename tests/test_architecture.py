@@ -203,11 +203,7 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     listed = set(config["tool"]["setuptools"]["packages"])
     assert config["tool"]["setuptools"]["package-dir"] == {PACKAGE: "."}
-    folders = {
-        _module_name(init)
-        for root in ROOTS
-        for init in (ROOT / root).rglob("__init__.py")
-    }
+    folders = {_module_name(init) for root in ROOTS for init in (ROOT / root).rglob("__init__.py")}
     training = {f for f in folders if f == TRAINING or f.startswith(f"{TRAINING}.")}
     assert training, "models/train moved: update this test"
     assert sorted(folders - training - listed) == []  # a folder the wheel would leave out

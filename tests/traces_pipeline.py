@@ -37,11 +37,17 @@ SCRIPT: dict[str, Any] = {
 def step_messages(step: int, inputs: list[str] | None = None) -> list[dict[str, str]]:
     """The chat messages of step 1, 2 or 3; each step's input rides in its system message."""
     if step == 1:
-        return [{"role": "system", "content": PART_A},
-                {"role": "user", "content": "Summarize part A in two sentences."}]
+        return [
+            {"role": "system", "content": PART_A},
+            {"role": "user", "content": "Summarize part A in two sentences."},
+        ]
     if step == 2:
-        return [{"role": "system", "content": PART_B},
-                {"role": "user", "content": "Summarize part B in two sentences."}]
+        return [
+            {"role": "system", "content": PART_B},
+            {"role": "user", "content": "Summarize part B in two sentences."},
+        ]
     joined = "\n\n".join(inputs or [])
-    return [{"role": "system", "content": joined},
-            {"role": "user", "content": "Combine the two summaries into one paragraph."}]
+    return [
+        {"role": "system", "content": joined},
+        {"role": "user", "content": "Combine the two summaries into one paragraph."},
+    ]

@@ -32,10 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KEY = "sk-wheel-client"
-DOC = (
-    "Acme R2 specification. The Acme R2 robot weighs 3.4 kilograms. "
-    "Its battery holds 5,200 mAh."
-)
+DOC = "Acme R2 specification. The Acme R2 robot weighs 3.4 kilograms. Its battery holds 5,200 mAh."
 WRONG = "The Acme R2 robot weighs 4.1 kilograms."
 CLIENT = """
 import json, sys
@@ -127,15 +124,30 @@ def main() -> int:
     log = tmp / "serve.log"
     try:
         dist = tmp / "dist"
-        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-             "-w", str(dist), str(REPO)])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(dist),
+                str(REPO),
+            ]
+        )
         wheel = next(dist.glob("groundproxy-*.whl"))
         venv = opts.venv or tmp / "venv"
         if not opts.venv:
             run([sys.executable, "-m", "venv", str(venv)])
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-        links = ["--find-links", opts.find_links] if opts.find_links else [
-            "--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+        links = (
+            ["--find-links", opts.find_links]
+            if opts.find_links
+            else ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+        )
         run([*pip, "--force-reinstall", "--no-deps", str(wheel)])
         run([*pip, *links, "-c", str(REPO / "requirements.lock"), str(wheel)])
         installed = time.monotonic()
@@ -146,20 +158,33 @@ def main() -> int:
         (work / "policies").mkdir(parents=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
         env.update(env_file)
-        env.update({
-            "PATH": f"{venv / 'bin'}:{env.get('PATH', '')}",
-            "GROUNDPROXY_POLICIES": str(work / "policies"),
-            "GROUNDPROXY_DATA": str(work / "data"),
-            "GROUNDPROXY_CACHE": str(work / "cache"),
-            "WHEEL_UPSTREAM_KEY": "sk-upstream-wheel",
-        })
+        env.update(
+            {
+                "PATH": f"{venv / 'bin'}:{env.get('PATH', '')}",
+                "GROUNDPROXY_POLICIES": str(work / "policies"),
+                "GROUNDPROXY_DATA": str(work / "data"),
+                "GROUNDPROXY_CACHE": str(work / "cache"),
+                "WHEEL_UPSTREAM_KEY": "sk-upstream-wheel",
+            }
+        )
         script = work / "script.json"
         script.write_text(json.dumps({"default": WRONG, "rules": []}), encoding="utf-8")
         up_port = free_port()
         upstream = subprocess.Popen(
-            [str(venv / "bin" / "python"), "-m", "groundproxy.testing.fake_upstream",
-             "--port", str(up_port), "--script", str(script)],
-            cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "groundproxy.testing.fake_upstream",
+                "--port",
+                str(up_port),
+                "--script",
+                str(script),
+            ],
+            cwd=work,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         procs.append(upstream)
         (work / "policies" / "wheel.yaml").write_text(policy(up_port), encoding="utf-8")
         (work / "spec.md").write_text(DOC, encoding="utf-8")
@@ -169,18 +194,26 @@ def main() -> int:
         serve_cmd = [*entry, *[str(port) if a == "8080" else a for a in cmd]]
         print("+", " ".join(serve_cmd), flush=True)
         with log.open("wb") as out:
-            proxy = subprocess.Popen(serve_cmd, cwd=work, env=env, stdout=out,
-                                     stderr=subprocess.STDOUT)
+            proxy = subprocess.Popen(
+                serve_cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         procs.append(proxy)
         wait_ready(f"http://127.0.0.1:{up_port}/_stats", upstream, 60)
         wait_ready(f"http://127.0.0.1:{port}/readyz", proxy, 300)
         result = subprocess.run(
             [str(venv / "bin" / "python"), "-c", CLIENT, f"http://127.0.0.1:{port}/v1", KEY],
-            cwd=work, env=env, check=True, capture_output=True, text=True)
+            cwd=work,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         answer = json.loads(result.stdout)
         headers, content = answer["headers"], answer["content"]
-        print(f"action={headers.get('x-groundproxy-action')} trust="
-              f"{headers.get('x-groundproxy-trust')} content={content!r}")
+        print(
+            f"action={headers.get('x-groundproxy-action')} trust="
+            f"{headers.get('x-groundproxy-trust')} content={content!r}"
+        )
         problems = []
         if headers.get("x-groundproxy-action") != "rewrite":
             problems.append("expected x-groundproxy-action: rewrite")
@@ -190,8 +223,10 @@ def main() -> int:
             problems.append("expected spec.md cited")
         if problems:
             raise RuntimeError("; ".join(problems))
-        print(f"wheel check passed in {time.monotonic() - started:.0f} s "
-              f"(install {installed - started:.0f} s)")
+        print(
+            f"wheel check passed in {time.monotonic() - started:.0f} s "
+            f"(install {installed - started:.0f} s)"
+        )
         return 0
     except (subprocess.CalledProcessError, RuntimeError, StopIteration) as exc:
         print(f"wheel check FAILED: {exc}", file=sys.stderr)

@@ -239,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoint = default_checkpoint()
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument(
-        "--out", type=Path, default=checkpoint,
+        "--out",
+        type=Path,
+        default=checkpoint,
         help=f"where the checkpoint is saved (default {checkpoint})",
     )
     ap.add_argument("--minutes", type=float, default=40.0)
@@ -256,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--eval", action="store_true", help="score the eval files instead")
     ap.add_argument(
-        "--ckpt", type=Path, default=checkpoint,
+        "--ckpt",
+        type=Path,
+        default=checkpoint,
         help=f"the checkpoint --eval scores (default {checkpoint})",
     )
     ap.add_argument("--limit", type=int, default=None)

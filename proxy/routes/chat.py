@@ -32,7 +32,11 @@ router = APIRouter()
 
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(
-    request: Request, loaded: Tenant, req: ChatRequest, services: Ready, state: State,
+    request: Request,
+    loaded: Tenant,
+    req: ChatRequest,
+    services: Ready,
+    state: State,
     rid: RequestId,
 ) -> Response:
     upstream, guard = services
@@ -46,8 +50,14 @@ async def chat_completions(
         done = await cancel_on_disconnect(
             request,
             guarded_completion(
-                req, loaded, upstream, guard, state.metrics, rid,
-                stream_upstream=req.stream, trace=trace,
+                req,
+                loaded,
+                upstream,
+                guard,
+                state.metrics,
+                rid,
+                stream_upstream=req.stream,
+                trace=trace,
             ),
         )
     except ClientDisconnected:
@@ -74,9 +84,7 @@ async def _incremental_response(
     """Open the upstream stream first (its errors keep their status), then stream it as
     it comes: sentence by sentence once verified, or relayed when the guard is off."""
     try:
-        stream = await cancel_on_disconnect(
-            request, open_sentence_stream(req, loaded, upstream)
-        )
+        stream = await cancel_on_disconnect(request, open_sentence_stream(req, loaded, upstream))
     except ClientDisconnected:
         return Response(status_code=499)
     step_id = new_step_id()
@@ -84,8 +92,13 @@ async def _incremental_response(
     async def on_report(report: GuardReport) -> None:
         if trace is not None:
             await record_step(
-                trace, step_id, rid, loaded.policy_id, req.question(),
-                req.context_messages(), report,
+                trace,
+                step_id,
+                rid,
+                loaded.policy_id,
+                req.question(),
+                req.context_messages(),
+                report,
             )
 
     if not loaded.policy.guard:

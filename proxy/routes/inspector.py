@@ -124,9 +124,7 @@ async def get_answer(step_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/groundproxy/ui/traces/{trace_id}")
-async def get_trace(
-    trace_id: str, request: Request, parts: Parts, state: State
-) -> dict[str, Any]:
+async def get_trace(trace_id: str, request: Request, parts: Parts, state: State) -> dict[str, Any]:
     return await provenance.get_trace(trace_id, _admin(request), parts, state)
 
 

@@ -49,8 +49,11 @@ def _passage(request: Request, doc: DocumentRecord) -> dict[str, Any] | None:
         if chunk is None:
             raise NotFoundError(f"document {doc.doc_id!r} has no chunk {chunk_id[:40]!r}")
         return {
-            "chunk": chunk.chunk_id, "span": [chunk.start, chunk.end], "text": chunk.text,
-            "content_hash": chunk.content_hash, "index_version": chunk.index_version,
+            "chunk": chunk.chunk_id,
+            "span": [chunk.start, chunk.end],
+            "text": chunk.text,
+            "content_hash": chunk.content_hash,
+            "index_version": chunk.index_version,
         }
     if start is None and end is None:
         return None
@@ -82,8 +85,12 @@ async def get_document(
         "ingested_at": doc.ingested_at,
         "length": len(doc.text),
         "chunks": [
-            {"chunk": c.chunk_id, "span": [c.start, c.end], "content_hash": c.content_hash,
-             "index_version": c.index_version}
+            {
+                "chunk": c.chunk_id,
+                "span": [c.start, c.end],
+                "content_hash": c.content_hash,
+                "index_version": c.index_version,
+            }
             for c in doc.chunks
         ],
     }
@@ -123,8 +130,11 @@ async def get_trace(
             "nodes": [n.public() for n in ordered],
             "unsupported": [
                 {
-                    "claim": u.claim, "verdict": u.verdict, "error_step": u.error_step,
-                    "explanation": u.explanation, "final_verdict": u.final_verdict,
+                    "claim": u.claim,
+                    "verdict": u.verdict,
+                    "error_step": u.error_step,
+                    "explanation": u.explanation,
+                    "final_verdict": u.final_verdict,
                     "path": list(u.path),
                 }
                 for u in found

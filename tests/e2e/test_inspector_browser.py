@@ -33,9 +33,18 @@ pytestmark = pytest.mark.slow
 CHROMIUM = Path(os.environ.get("GROUNDPROXY_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("GROUNDPROXY_CHROMEDRIVER", "/usr/bin/chromedriver"))
 KEY, ADMIN = "sk-insp-test-key", "sk-insp-admin-key"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+]
 WAIT_S = 60
 
 
@@ -61,14 +70,22 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     policies, data = root / "policies", root / "data"
     policies.mkdir()
     spec = {
-        "tenant": "insp", "keys": [hash_key(KEY)], "admin_keys": [hash_key(ADMIN)],
-        "upstream": {"model": "openai/gpt-4o-mini", "api_base": f"http://127.0.0.1:{up_port}/v1",
-                     "api_key_env": "TEST_UPSTREAM_KEY", "timeout_s": 10},
+        "tenant": "insp",
+        "keys": [hash_key(KEY)],
+        "admin_keys": [hash_key(ADMIN)],
+        "upstream": {
+            "model": "openai/gpt-4o-mini",
+            "api_base": f"http://127.0.0.1:{up_port}/v1",
+            "api_key_env": "TEST_UPSTREAM_KEY",
+            "timeout_s": 10,
+        },
         "latency_budget_ms": 20000,
     }
     (policies / "insp.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    samples = [(p.name, p.read_text(encoding="utf-8")) for p in (SAMPLES / "handbook.md",
-                                                                SAMPLES / "products.md")]
+    samples = [
+        (p.name, p.read_text(encoding="utf-8"))
+        for p in (SAMPLES / "handbook.md", SAMPLES / "products.md")
+    ]
     ingest_texts(data, "insp", [*samples, *DOCS], embedder)
     upstream: subprocess.Popen[bytes] = start_fake_upstream(up_port, script)
     try:
@@ -86,22 +103,29 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
 
 def _record_answers(url: str) -> dict[str, Any]:
     def chat(messages: list[dict[str, str]], headers: dict[str, str]) -> httpx.Response:
-        resp = httpx.post(f"{url}/v1/chat/completions", timeout=60,
-                          headers={"authorization": f"Bearer {KEY}", **headers},
-                          json={"model": "gpt-4o-mini", "messages": messages})
+        resp = httpx.post(
+            f"{url}/v1/chat/completions",
+            timeout=60,
+            headers={"authorization": f"Bearer {KEY}", **headers},
+            json={"model": "gpt-4o-mini", "messages": messages},
+        )
         assert resp.status_code == 200, resp.text
         return resp
 
-    warranty = chat([{"role": "user", "content": "How long is the warranty?"}],
-                    {"x-request-id": "req-warranty"})
+    warranty = chat(
+        [{"role": "user", "content": "How long is the warranty?"}], {"x-request-id": "req-warranty"}
+    )
     trace = {"x-groundproxy-trace-id": "pipeline-1"}
     r1 = chat(step_messages(1), trace)
     r2 = chat(step_messages(2), trace)
     outs = [r.json()["choices"][0]["message"]["content"] for r in (r1, r2)]
     steps = [r.headers["x-groundproxy-step-id"] for r in (r1, r2)]
     r3 = chat(step_messages(3, outs), {**trace, "x-groundproxy-parent-ids": ",".join(steps)})
-    dag = httpx.get(f"{url}/v1/groundproxy/traces/pipeline-1", timeout=60,
-                    headers={"authorization": f"Bearer {ADMIN}"}).json()
+    dag = httpx.get(
+        f"{url}/v1/groundproxy/traces/pipeline-1",
+        timeout=60,
+        headers={"authorization": f"Bearer {ADMIN}"},
+    ).json()
     return {
         "warranty_step": warranty.headers["x-groundproxy-step-id"],
         "pipeline": [*steps, r3.headers["x-groundproxy-step-id"]],
@@ -112,8 +136,10 @@ def _record_answers(url: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} missing: run `make browser-deps` "
-                    "(apt-get install chromium chromium-driver)")
+        pytest.fail(
+            f"{CHROMIUM} or {CHROMEDRIVER} missing: run `make browser-deps` "
+            "(apt-get install chromium chromium-driver)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -210,11 +236,14 @@ def test_inspector_in_chromium(browser: Any, served: dict[str, Any], artifacts: 
     # Search by trace id: the pipeline's three steps; the DAG marks the error step(s).
     _search(driver, "pipeline-1")
     _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#answers tbody tr")) == 3)
-    driver.find_element(By.CSS_SELECTOR, f'#answers tr[data-step="{served["pipeline"][1]}"]'
-                        ).click()
+    driver.find_element(
+        By.CSS_SELECTOR, f'#answers tr[data-step="{served["pipeline"][1]}"]'
+    ).click()
     _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dag g.node")) == 3)
-    marked = sorted(g.get_attribute("data-step") for g in
-                    driver.find_elements(By.CSS_SELECTOR, "#dag g.node.error-step"))
+    marked = sorted(
+        g.get_attribute("data-step")
+        for g in driver.find_elements(By.CSS_SELECTOR, "#dag g.node.error-step")
+    )
     assert served["error_steps"] and marked == served["error_steps"]
     assert "45 million" in driver.find_element(By.ID, "original").text
     assert "40 million" in driver.find_element(By.CSS_SELECTOR, "#returned mark.corrected").text

@@ -45,24 +45,28 @@ SCRIPT = {
 def litellm_config(upstream_port: int, gp_port: int) -> dict[str, Any]:
     """README's config.yaml, pointed at the test's processes."""
     return {
-        "model_list": [{
-            "model_name": "gpt-4o-mini",
-            "litellm_params": {
-                "model": "openai/gpt-4o-mini",
-                "api_base": f"http://127.0.0.1:{upstream_port}/v1",
-                "api_key": "sk-fake",
-            },
-        }],
-        "guardrails": [{
-            "guardrail_name": "groundproxy",
-            "litellm_params": {
-                "guardrail": "groundproxy.integrations.litellm.GroundproxyGuardrail",
-                "mode": "post_call",
-                "default_on": True,
-                "api_base": f"http://127.0.0.1:{gp_port}",
-                "api_key": "os.environ/GROUNDPROXY_API_KEY",
-            },
-        }],
+        "model_list": [
+            {
+                "model_name": "gpt-4o-mini",
+                "litellm_params": {
+                    "model": "openai/gpt-4o-mini",
+                    "api_base": f"http://127.0.0.1:{upstream_port}/v1",
+                    "api_key": "sk-fake",
+                },
+            }
+        ],
+        "guardrails": [
+            {
+                "guardrail_name": "groundproxy",
+                "litellm_params": {
+                    "guardrail": "groundproxy.integrations.litellm.GroundproxyGuardrail",
+                    "mode": "post_call",
+                    "default_on": True,
+                    "api_base": f"http://127.0.0.1:{gp_port}",
+                    "api_key": "os.environ/GROUNDPROXY_API_KEY",
+                },
+            }
+        ],
         "general_settings": {"master_key": MASTER_KEY},
         "litellm_settings": {"telemetry": False},
     }
@@ -78,14 +82,19 @@ def start_litellm(work: Path, config: dict[str, Any]) -> tuple[int, subprocess.P
     cfg.write_text(yaml.safe_dump(config), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTHONPATH")}
     env.update(
-        PYTHONPATH=str(root), GROUNDPROXY_API_KEY=TENANT_KEY,
-        LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(root),
+        GROUNDPROXY_API_KEY=TENANT_KEY,
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        PYTHONUNBUFFERED="1",
     )
     port = free_port()
     log = open(work / "litellm.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [str(LITELLM_BIN), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=work,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/health/liveliness", proc, timeout_s=240)
@@ -114,14 +123,22 @@ def litellm_url(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iter
         up_port = free_port()
         procs.append(start_fake_upstream(up_port, work / "script.json"))
         policy = {
-            "tenant": "anvil", "keys": [hash_key(TENANT_KEY)], "stream": "buffer",
+            "tenant": "anvil",
+            "keys": [hash_key(TENANT_KEY)],
+            "stream": "buffer",
             "latency_budget_ms": 20000,
-            "upstream": {"model": "openai/gpt-4o-mini", "api_base": f"http://127.0.0.1:{up_port}/v1"},
+            "upstream": {
+                "model": "openai/gpt-4o-mini",
+                "api_base": f"http://127.0.0.1:{up_port}/v1",
+            },
         }
         (work / "policies" / "anvil.yaml").write_text(yaml.safe_dump(policy), encoding="utf-8")
         gp_port = free_port()
-        procs.append(start_proxy(gp_port, work / "policies", work / "data",
-                                 log_path=work / "groundproxy.log"))
+        procs.append(
+            start_proxy(
+                gp_port, work / "policies", work / "data", log_path=work / "groundproxy.log"
+            )
+        )
         ll_port, ll = start_litellm(work, litellm_config(up_port, gp_port))
         procs.append(ll)
         yield f"http://127.0.0.1:{ll_port}/v1"
@@ -139,7 +156,8 @@ QUESTION = [{"role": "user", "content": "How much does the Acme Anvil weigh?"}]
 
 def test_wrong_number_corrected_and_cited_through_litellm(litellm_url: str) -> None:
     raw = client(litellm_url).chat.completions.with_raw_response.create(
-        model="gpt-4o-mini", messages=QUESTION  # type: ignore[arg-type]
+        model="gpt-4o-mini",
+        messages=QUESTION,  # type: ignore[arg-type]
     )
     assert raw.headers["x-groundproxy-action"] == "rewrite"
     assert "contradicted=1" in raw.headers["x-groundproxy-claims"]
@@ -158,7 +176,9 @@ def test_wrong_number_corrected_and_cited_through_litellm(litellm_url: str) -> N
 
 def test_stream_is_corrected_through_litellm(litellm_url: str) -> None:
     stream = client(litellm_url).chat.completions.create(
-        model="gpt-4o-mini", messages=QUESTION, stream=True  # type: ignore[arg-type]
+        model="gpt-4o-mini",
+        messages=QUESTION,
+        stream=True,  # type: ignore[arg-type]
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

@@ -30,15 +30,16 @@ CONTRACT_HEADERS = (
 
 @pytest.fixture(scope="module")
 def base_url(
-    policies_dir: Path, data_dir: Path, upstream_port: int,
+    policies_dir: Path,
+    data_dir: Path,
+    upstream_port: int,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     port = free_port()
     logs = tmp_path_factory.mktemp("proxy-log")
     log, connects = logs / "proxy.log", logs / "connects.log"
     env = {"PYTHONPATH": str(AUDIT_DIR), "GP_CONNECT_LOG": str(connects)}
-    proc: subprocess.Popen[bytes] = start_proxy(port, policies_dir, data_dir, env=env,
-                                                log_path=log)
+    proc: subprocess.Popen[bytes] = start_proxy(port, policies_dir, data_dir, env=env, log_path=log)
     try:
         yield f"http://127.0.0.1:{port}/v1"
     finally:

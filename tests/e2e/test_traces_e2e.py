@@ -33,9 +33,14 @@ def proxy_url(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterat
     policies, data = root / "policies", root / "data"
     policies.mkdir()
     spec = {
-        "tenant": "loose", "keys": [hash_key(KEYS["loose"])],
-        "upstream": {"model": "openai/gpt-4o-mini", "api_base": f"http://127.0.0.1:{up_port}/v1",
-                     "api_key_env": "TEST_UPSTREAM_KEY", "timeout_s": 10},
+        "tenant": "loose",
+        "keys": [hash_key(KEYS["loose"])],
+        "upstream": {
+            "model": "openai/gpt-4o-mini",
+            "api_base": f"http://127.0.0.1:{up_port}/v1",
+            "api_key_env": "TEST_UPSTREAM_KEY",
+            "timeout_s": 10,
+        },
         "actions": {"contradicted": "flag"},  # the wrong number travels on, marked
         "traces": {"enabled": True, "retention_hours": 24, "max_nodes": 1000},
         "latency_budget_ms": 20000,
@@ -56,8 +61,9 @@ def proxy_url(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterat
 
 
 def test_three_step_pipeline_through_the_real_proxy(proxy_url: str) -> None:
-    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key=KEYS["loose"], max_retries=0,
-                           timeout=60)
+    client = openai.OpenAI(
+        base_url=f"{proxy_url}/v1", api_key=KEYS["loose"], max_retries=0, timeout=60
+    )
     trace = {"x-groundproxy-trace-id": "e2e-pipeline"}
 
     def run(n: int, parents: list[str], inputs: list[str] | None = None) -> tuple[str, str]:
@@ -65,8 +71,10 @@ def test_three_step_pipeline_through_the_real_proxy(proxy_url: str) -> None:
         if parents:
             headers["x-groundproxy-parent-ids"] = ",".join(parents)
         raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=step_messages(n, inputs),  # type: ignore[arg-type]
-            extra_headers=headers)
+            model="gpt-4o-mini",
+            messages=step_messages(n, inputs),  # type: ignore[arg-type]
+            extra_headers=headers,
+        )
         return raw.headers["x-groundproxy-step-id"], raw.parse().choices[0].message.content or ""
 
     s1, out1 = run(1, [])
@@ -74,8 +82,11 @@ def test_three_step_pipeline_through_the_real_proxy(proxy_url: str) -> None:
     assert "45 million" in out2
     s3, final = run(3, [s1, s2], [out1, out2])
     assert "45 million" in final
-    resp = httpx.get(f"{proxy_url}/v1/groundproxy/traces/e2e-pipeline",
-                     headers={"authorization": f"Bearer {KEYS['loose']}"}, timeout=60)
+    resp = httpx.get(
+        f"{proxy_url}/v1/groundproxy/traces/e2e-pipeline",
+        headers={"authorization": f"Bearer {KEYS['loose']}"},
+        timeout=60,
+    )
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert [n["step_id"] for n in body["nodes"]] == [s1, s2, s3]

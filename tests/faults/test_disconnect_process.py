@@ -30,7 +30,8 @@ pytestmark = pytest.mark.slow
 # guard on, sentence mode, and guard off (relayed chunk by chunk, proxy.relay_stream): the
 # response starts at once and the client hangs up mid-stream.
 TENANTS: dict[str, dict[str, Any]] = {
-    "sentence": {"stream": "sentence"}, "unguarded": {"guard": False}
+    "sentence": {"stream": "sentence"},
+    "unguarded": {"guard": False},
 }
 
 
@@ -62,11 +63,13 @@ def proxy_port(
 
 def _raw_stream_request(port: int, tenant: str) -> socket.socket:
     """Send a streaming chat request over a plain socket; return the open socket."""
-    body = json.dumps({
-        "model": "drip-0.5",  # the upstream waits 0.5 s before each word: ~12 s in all
-        "stream": True,
-        "messages": [{"role": "user", "content": "How long is the warranty?"}],
-    }).encode()
+    body = json.dumps(
+        {
+            "model": "drip-0.5",  # the upstream waits 0.5 s before each word: ~12 s in all
+            "stream": True,
+            "messages": [{"role": "user", "content": "How long is the warranty?"}],
+        }
+    ).encode()
     head = (
         "POST /v1/chat/completions HTTP/1.1\r\n"
         f"Host: 127.0.0.1:{port}\r\n"
@@ -104,8 +107,10 @@ def test_hang_up_mid_stream_cancels_the_upstream_call(
     assert httpx.get(f"http://127.0.0.1:{proxy_port}/readyz", timeout=5).status_code == 200
     resp = httpx.post(
         f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
-        json={"model": "gpt-4o-mini",
-              "messages": [{"role": "user", "content": "How long is the warranty?"}]},
+        json={
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": "How long is the warranty?"}],
+        },
         headers={"authorization": f"Bearer {key(tenant)}"},
         timeout=30,
     )
@@ -123,8 +128,11 @@ def test_unguarded_stream_is_relayed_as_it_arrives(proxy_port: int) -> None:
     with httpx.stream(
         "POST",
         f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
-        json={"model": "drip-0.1", "stream": True,
-              "messages": [{"role": "user", "content": "How long is the warranty?"}]},
+        json={
+            "model": "drip-0.1",
+            "stream": True,
+            "messages": [{"role": "user", "content": "How long is the warranty?"}],
+        },
         headers={"authorization": f"Bearer {key('unguarded')}"},
         timeout=30,
     ) as resp:

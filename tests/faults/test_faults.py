@@ -135,9 +135,9 @@ def assert_openai_error(resp: httpx.Response, status: int, code: str | None = No
     return str(err["message"])
 
 
-async def stream_events(client: httpx.AsyncClient, tenant: str, body: dict[str, Any]) -> tuple[
-    httpx.Response, list[str]
-]:
+async def stream_events(
+    client: httpx.AsyncClient, tenant: str, body: dict[str, Any]
+) -> tuple[httpx.Response, list[str]]:
     events: list[str] = []
     async with client.stream("POST", "/v1/chat/completions", json=body, headers=auth(tenant)) as r:
         await r.aread()
@@ -157,7 +157,8 @@ async def test_upstream_timeout_is_504_and_the_call_is_dropped(
     before = upstream_stats(upstream_port)
     started = time.perf_counter()
     resp = await client.post(
-        "/v1/chat/completions", json=chat("hi", model="slow-5", stream=stream),
+        "/v1/chat/completions",
+        json=chat("hi", model="slow-5", stream=stream),
         headers=auth("impatient"),
     )
     assert time.perf_counter() - started < 4.0  # the 1 s policy timeout, not the 5 s upstream
@@ -174,7 +175,8 @@ async def test_upstream_5xx_is_502_with_its_message(
 ) -> None:
     for _ in range(3):
         resp = await client.post(
-            "/v1/chat/completions", json=chat("hi", model="fail-500", stream=stream),
+            "/v1/chat/completions",
+            json=chat("hi", model="fail-500", stream=stream),
             headers=auth("plain"),
         )
         assert "upstream exploded" in assert_openai_error(resp, 502)
@@ -184,7 +186,8 @@ async def test_upstream_5xx_is_502_with_its_message(
 async def test_upstream_malformed_json_is_502(client: httpx.AsyncClient, stream: bool) -> None:
     for _ in range(3):
         resp = await client.post(
-            "/v1/chat/completions", json=chat("hi", model="bad-json", stream=stream),
+            "/v1/chat/completions",
+            json=chat("hi", model="bad-json", stream=stream),
             headers=auth("plain"),
         )
         assert_openai_error(resp, 502)
@@ -206,15 +209,15 @@ async def test_upstream_stream_cut_mid_answer_is_an_error_not_a_clean_answer(
     assert (events and events[-1] != "[DONE]") or any('"error"' in e for e in events), events
     finishes = [
         c.get("finish_reason")
-        for e in events if e != "[DONE]" for c in json.loads(e).get("choices", [])
+        for e in events
+        if e != "[DONE]"
+        for c in json.loads(e).get("choices", [])
     ]
     assert "stop" not in finishes
 
 
 async def test_upstream_stream_ok_after_faults(client: httpx.AsyncClient) -> None:
-    resp, events = await stream_events(
-        client, "plain", chat("Can I get a refund?", stream=True)
-    )
+    resp, events = await stream_events(client, "plain", chat("Can I get a refund?", stream=True))
     assert resp.status_code == 200 and events[-1] == "[DONE]"
     assert resp.headers["x-groundproxy-action"] == "none"
 
@@ -232,8 +235,11 @@ async def test_client_disconnect_cancels_the_upstream_call(
     started = time.perf_counter()
     await asyncio.wait_for(
         asgi_post_then_disconnect(
-            app, "/v1/chat/completions",
-            chat("How long is the warranty?", model=model, stream=True), auth("plain"), 0.6,
+            app,
+            "/v1/chat/completions",
+            chat("How long is the warranty?", model=model, stream=True),
+            auth("plain"),
+            0.6,
         ),
         timeout=4.0,
     )
@@ -266,7 +272,8 @@ async def test_verifier_raising_fails_open_marked(client: httpx.AsyncClient, str
 
 async def test_verifier_raising_blocks_when_policy_says_block(client: httpx.AsyncClient) -> None:
     resp = await client.post(
-        "/v1/chat/completions", json=chat("How long is the warranty?"),
+        "/v1/chat/completions",
+        json=chat("How long is the warranty?"),
         headers=auth("exploding-strict"),
     )
     assert resp.status_code == 200

@@ -262,6 +262,7 @@ def test_a_context_row_uses_only_the_context() -> None:
         "First for Women is a woman's magazine published by Bauer Media Group in the USA. "
         "The magazine was started in 1989."
     )
+
     # An eval / calibration row: its context is the request's only evidence, guarded by
     # the serving path itself (same evidence floor, short claims searched with the question).
     def row(answer: str, embedder: HashingEmbedder | None) -> GuardReport:

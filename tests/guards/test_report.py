@@ -6,8 +6,13 @@ from groundproxy.guards.report import report_body, report_headers
 from groundproxy.guards.types import Claim, ClaimResult, Evidence, GuardReport, Probs
 
 HANDBOOK = Evidence(
-    "The warranty lasts 12 months.", "handbook.md", "c12", 0.7712, (1040, 1069),
-    content_hash="ab12cd", index_version=7,
+    "The warranty lasts 12 months.",
+    "handbook.md",
+    "c12",
+    0.7712,
+    (1040, 1069),
+    content_hash="ab12cd",
+    index_version=7,
 )
 FAQ = Evidence("Returns within 30 days.", "faq.md", "c3", 0.61, (10, 33))
 REQUEST = Evidence("Room 4.", "request:user#1", "s0", 0.5, (0, 7), source="request")

@@ -143,6 +143,8 @@ def test_no_correction_from_an_unrelated_sentence_with_a_comparable_value() -> N
 
 
 def test_correction_from_an_aligned_sentence_still_happens() -> None:
-    result = check_claim("It weighs 4.1 kilograms.",
-                         ["The R2 weighs 3.4 kilograms and its dust bin holds 0.5 liters."])
+    result = check_claim(
+        "It weighs 4.1 kilograms.",
+        ["The R2 weighs 3.4 kilograms and its dust bin holds 0.5 liters."],
+    )
     assert result.correction == "It weighs 3.4 kilograms."

@@ -46,14 +46,21 @@ def test_verify_then_apply_is_run_guard() -> None:
     assert v.claims[0].correction_probs is not None  # the correction was scored too
     staged = apply(v, pol)
     whole = run_guard(
-        answer, question=QUESTION, context_messages=CONTEXT, policy=pol,
-        verifier=LexicalVerifier(), embedder=None, index=None,
+        answer,
+        question=QUESTION,
+        context_messages=CONTEXT,
+        policy=pol,
+        verifier=LexicalVerifier(),
+        embedder=None,
+        index=None,
     )
     assert staged.text == whole.text and staged.action == whole.action == "rewrite"
     assert staged.trust == whole.trust
-    assert [(c.verdict, c.action) for c in staged.claims] == [
-        (c.verdict, c.action) for c in whole.claims
-    ] == [("contradicted", "corrected"), ("supported", "kept")]
+    assert (
+        [(c.verdict, c.action) for c in staged.claims]
+        == [(c.verdict, c.action) for c in whole.claims]
+        == [("contradicted", "corrected"), ("supported", "kept")]
+    )
 
 
 def test_apply_decides_under_the_policy_it_is_given() -> None:

@@ -70,7 +70,8 @@ def test_a_wrapper_that_forgets_the_bar_fails_at_run_time() -> None:
 def test_a_wrapper_that_forgets_the_bar_fails_type_checking(tmp_path: Path) -> None:
     mypy_api = pytest.importorskip("mypy.api")
     snippet = tmp_path / "forgetful.py"
-    snippet.write_text(textwrap.dedent('''
+    snippet.write_text(
+        textwrap.dedent("""
         from collections.abc import Sequence
 
         from groundproxy.guards.types import Pair, Probs, Verifier, WrappedVerifier
@@ -97,11 +98,18 @@ def test_a_wrapper_that_forgets_the_bar_fails_type_checking(tmp_path: Path) -> N
         def check(inner: Verifier) -> None:
             use(Forwarding(inner))
             use(Forgetful(inner))
-    '''))
-    out, err, status = mypy_api.run([
-        "--strict", "--no-incremental", "--follow-imports=silent",
-        "--config-file", str(ROOT / "pyproject.toml"), str(snippet),
-    ])
+    """)
+    )
+    out, err, status = mypy_api.run(
+        [
+            "--strict",
+            "--no-incremental",
+            "--follow-imports=silent",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            str(snippet),
+        ]
+    )
     assert status == 1, out + err
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert len(errors) == 1, out  # only the forgetful one

@@ -71,8 +71,9 @@ def policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]:
     return spec
 
 
-def write_policy(directory: Path, tenant: str, upstream_port: int, name: str | None = None,
-                 **overrides: Any) -> Path:
+def write_policy(
+    directory: Path, tenant: str, upstream_port: int, name: str | None = None, **overrides: Any
+) -> Path:
     path = directory / f"{name or tenant}.yaml"
     path.write_text(yaml.safe_dump(policy(tenant, upstream_port, **overrides)), encoding="utf-8")
     return path
@@ -85,7 +86,10 @@ def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[s
 
     return subprocess.run(
         [sys.executable, "-m", "groundproxy.proxy", *args],
-        env={**os.environ, **FAST_ENV}, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **FAST_ENV},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -107,18 +111,22 @@ class Server:
 
     def restart(self) -> None:
         stop_process(self.proc)
-        self.proc = start_proxy(self.port, self.policies, self.data, env=FAST_ENV,
-                                log_path=self.log)
+        self.proc = start_proxy(
+            self.port, self.policies, self.data, env=FAST_ENV, log_path=self.log
+        )
 
 
 @pytest.fixture(scope="session")
 def hardening_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = free_port()
     script = tmp_path_factory.mktemp("hard-upstream") / "script.json"
-    rules = [{"match": "kettle", "answer": KETTLE},
-             {"match": "catalog", "answer": " ".join(gadget(i) for i in range(N_GADGETS))}]
-    script.write_text(json.dumps({"default": "The warranty is 12 months.", "rules": rules}),
-                      encoding="utf-8")
+    rules = [
+        {"match": "kettle", "answer": KETTLE},
+        {"match": "catalog", "answer": " ".join(gadget(i) for i in range(N_GADGETS))},
+    ]
+    script.write_text(
+        json.dumps({"default": "The warranty is 12 months.", "rules": rules}), encoding="utf-8"
+    )
     proc = start_fake_upstream(port, script)
     try:
         yield port
@@ -135,12 +143,13 @@ def server(tmp_path_factory: pytest.TempPathFactory, hardening_upstream: int) ->
     docs = root / "docs"
     docs.mkdir()
     (docs / "handbook.md").write_text(
-        "The Acme robot has a warranty of 12 months from the date of purchase.\n",
-        encoding="utf-8")
+        "The Acme robot has a warranty of 12 months from the date of purchase.\n", encoding="utf-8"
+    )
     for tenant in TENANTS:
         write_policy(policies, tenant, hardening_upstream)
-        done = run_cli("ingest", "--data", str(data), "--tenant", tenant, str(docs),
-                       "--no-progress")
+        done = run_cli(
+            "ingest", "--data", str(data), "--tenant", tenant, str(docs), "--no-progress"
+        )
         assert done.returncode == 0, done.stderr
     port = free_port()
     log = root / "proxy.log"

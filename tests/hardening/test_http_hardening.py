@@ -38,6 +38,7 @@ def _assert_openai_error(r: httpx.Response, status: int) -> dict[str, object]:
 
 # --- item 2: upstream secrets never reach the client or the log ----------------------------
 
+
 def test_upstream_error_text_is_redacted_for_client_and_log(server: Server) -> None:
     with server.client() as c:
         for stream in (False, True):
@@ -56,6 +57,7 @@ def test_upstream_error_text_is_redacted_for_client_and_log(server: Server) -> N
 
 # --- item 3: clients see document ids, never server paths ----------------------------------
 
+
 def test_no_server_path_in_document_responses(server: Server) -> None:
     with server.client() as c:
         for token in (key("ta"), admin_key("ta")):
@@ -70,6 +72,7 @@ def test_no_server_path_in_document_responses(server: Server) -> None:
 
 
 # --- item 4: unauthenticated readiness says ready / not ready only -------------------------
+
 
 def _wait_for(c: httpx.Client, token: str, present: bool, needle: str) -> dict[str, object]:
     deadline = time.monotonic() + 15
@@ -103,11 +106,14 @@ def test_readyz_without_key_names_no_tenant_and_no_path(server: Server) -> None:
 
 # --- item 5: bad parameters are 400s with a request id; the connection survives ------------
 
+
 def test_bad_provenance_parameters_are_400_and_keep_the_connection(server: Server) -> None:
     with server.client() as c:
         for raw in ("²", "9" * 5000, "-1", "1e3", "٣"):
-            r = c.get(f"/v1/groundproxy/documents/handbook.md?start={urllib.parse.quote(raw)}",
-                      headers=auth(key("ta")))
+            r = c.get(
+                f"/v1/groundproxy/documents/handbook.md?start={urllib.parse.quote(raw)}",
+                headers=auth(key("ta")),
+            )
             err = _assert_openai_error(r, 400)
             assert err["param"] == "start"
         ok = c.get("/v1/groundproxy/documents/handbook.md?start=0&end=5", headers=auth(key("ta")))
@@ -118,23 +124,35 @@ def test_bad_provenance_parameters_are_400_and_keep_the_connection(server: Serve
 
 # --- item 6: a client's bad JSON values are the client's error -----------------------------
 
+
 def test_nan_and_lone_surrogate_are_400_naming_the_field(server: Server) -> None:
     with server.client() as c:
-        nan = ('{"model": "gpt-4o-mini", "temperature": NaN, '
-               '"messages": [{"role": "user", "content": "hi"}]}')
-        r = c.post("/v1/chat/completions", headers={**auth(key("ta")),
-                   "content-type": "application/json"}, content=nan.encode())
+        nan = (
+            '{"model": "gpt-4o-mini", "temperature": NaN, '
+            '"messages": [{"role": "user", "content": "hi"}]}'
+        )
+        r = c.post(
+            "/v1/chat/completions",
+            headers={**auth(key("ta")), "content-type": "application/json"},
+            content=nan.encode(),
+        )
         err = _assert_openai_error(r, 400)
         assert err["param"] == "temperature", err
-        sur = ('{"model": "gpt-4o-mini", '
-               '"messages": [{"role": "user", "content": "hi \\ud800 there"}]}')
-        r = c.post("/v1/chat/completions", headers={**auth(key("ta")),
-                   "content-type": "application/json"}, content=sur.encode())
+        sur = (
+            '{"model": "gpt-4o-mini", '
+            '"messages": [{"role": "user", "content": "hi \\ud800 there"}]}'
+        )
+        r = c.post(
+            "/v1/chat/completions",
+            headers={**auth(key("ta")), "content-type": "application/json"},
+            content=sur.encode(),
+        )
         err = _assert_openai_error(r, 400)
         assert err["param"] == "messages.0.content", err
 
 
 # --- item 7: an unparseable upstream answer is an error, never a clean empty answer ---------
+
 
 def test_non_json_upstream_200_is_an_error_in_every_mode(server: Server) -> None:
     with server.client() as c:
@@ -151,20 +169,21 @@ def test_non_json_upstream_200_is_an_error_in_every_mode(server: Server) -> None
 
 # --- item 8: header values: percent-encoded ids, capped length ------------------------------
 
+
 def test_citation_header_encodes_ids_and_is_capped(server: Server) -> None:
     docs = [{"id": "日本語の保証.md", "text": KETTLE}]
     docs += [{"id": f"{'long-' * 45}{i:03d}.md", "text": gadget(i)} for i in range(N_GADGETS)]
     with server.client() as c:
-        r = c.post("/v1/groundproxy/documents", headers=auth(admin_key("tb")),
-                   json={"documents": docs})
+        r = c.post(
+            "/v1/groundproxy/documents", headers=auth(admin_key("tb")), json={"documents": docs}
+        )
         assert r.status_code == 200, r.text
         r = _chat(c, "tb", "gpt-4o-mini", messages=[{"role": "user", "content": "the kettle?"}])
         assert r.status_code == 200, r.text[:300]
         header = r.headers["x-groundproxy-citations"]
         assert header.startswith("doc:" + urllib.parse.quote("日本語の保証.md") + "#c"), header
         assert urllib.parse.unquote(header.split("#")[0]) == "doc:日本語の保証.md"
-        r = _chat(c, "tb", "gpt-4o-mini",
-                  messages=[{"role": "user", "content": "the catalog?"}])
+        r = _chat(c, "tb", "gpt-4o-mini", messages=[{"role": "user", "content": "the catalog?"}])
         assert r.status_code == 200, r.text[:300]
         header = r.headers["x-groundproxy-citations"]
         cited = {x["doc"] for cl in r.json()["groundproxy"]["claims"] for x in cl["citations"]}
@@ -173,18 +192,27 @@ def test_citation_header_encodes_ids_and_is_capped(server: Server) -> None:
         items = header.split("; ")
         assert items[-1].startswith("more="), header[-80:]
         assert len(items) - 1 + int(items[-1].removeprefix("more=")) == len(
-            {(x["doc"], x["chunk"]) for cl in r.json()["groundproxy"]["claims"]
-             for x in cl["citations"]})
+            {
+                (x["doc"], x["chunk"])
+                for cl in r.json()["groundproxy"]["claims"]
+                for x in cl["citations"]
+            }
+        )
 
 
 # --- item 9: the same id twice in one request is an error naming the rows -------------------
 
+
 def test_duplicate_ids_in_one_admin_request_are_400(server: Server) -> None:
     with server.client() as c:
-        docs = [{"id": "dup.md", "text": "first"}, {"id": "x.md", "text": "x"},
-                {"id": "dup.md", "text": "second"}]
-        r = c.post("/v1/groundproxy/documents", headers=auth(admin_key("ta")),
-                   json={"documents": docs})
+        docs = [
+            {"id": "dup.md", "text": "first"},
+            {"id": "x.md", "text": "x"},
+            {"id": "dup.md", "text": "second"},
+        ]
+        r = c.post(
+            "/v1/groundproxy/documents", headers=auth(admin_key("ta")), json={"documents": docs}
+        )
         err = _assert_openai_error(r, 400)
         assert "dup.md" in str(err["message"]) and "0" in str(err["message"])
         assert "2" in str(err["message"])

@@ -35,18 +35,19 @@ def _served_as(c: httpx.Client, token: str) -> str | None:
 
 def test_an_index_belongs_to_one_tenant_unless_both_policies_share_it(server: Server) -> None:
     with server.client() as c:
-        write_policy(server.policies, "tc", server.upstream_port,
-                     retrieval={"index": "tb"})
+        write_policy(server.policies, "tc", server.upstream_port, retrieval={"index": "tb"})
         _wait_log(server, "retrieval.index 'tb'")
         r = c.get("/v1/models", headers=auth(key("tc")))
         assert r.status_code == 401, "a policy naming another tenant's index was served"
-        assert c.get("/v1/groundproxy/documents",
-                     headers=auth(admin_key("tc"))).status_code == 401
+        assert c.get("/v1/groundproxy/documents", headers=auth(admin_key("tc"))).status_code == 401
         # tb agrees, tc agrees: now shared
-        write_policy(server.policies, "tb", server.upstream_port,
-                     retrieval={"shared_with": ["tc"]})
-        write_policy(server.policies, "tc", server.upstream_port,
-                     retrieval={"index": "tb", "shared_with": ["tb"]})
+        write_policy(server.policies, "tb", server.upstream_port, retrieval={"shared_with": ["tc"]})
+        write_policy(
+            server.policies,
+            "tc",
+            server.upstream_port,
+            retrieval={"index": "tb", "shared_with": ["tb"]},
+        )
         r = _wait_status(c, "/v1/groundproxy/documents", admin_key("tc"), 200)
         assert r.status_code == 200, r.text
         assert any(d["doc_id"] == "handbook.md" for d in r.json()["data"])

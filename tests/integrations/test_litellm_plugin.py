@@ -29,8 +29,11 @@ Choice, Delta = litellm.utils.StreamingChoices, litellm.utils.Delta
 
 def guardrail(c: httpx.AsyncClient, tenant: str, **params: Any) -> GroundproxyGuardrail:
     g = GroundproxyGuardrail(
-        api_key=KEYS[tenant], guardrail_name="groundproxy", event_hook="post_call",
-        default_on=True, **params,
+        api_key=KEYS[tenant],
+        guardrail_name="groundproxy",
+        event_hook="post_call",
+        default_on=True,
+        **params,
     )
     g.groundproxy = CheckClient("http://gp", KEYS[tenant], transport=c._transport)
     return g
@@ -39,8 +42,9 @@ def guardrail(c: httpx.AsyncClient, tenant: str, **params: Any) -> GroundproxyGu
 def completion(text: str) -> Any:
     return litellm.ModelResponse(
         model="gpt-4o-mini",
-        choices=[{"index": 0, "finish_reason": "stop",
-                  "message": {"role": "assistant", "content": text}}],
+        choices=[
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+        ],
     )
 
 
@@ -67,14 +71,15 @@ async def test_block_raises_litellm_guardrail_error(client: httpx.AsyncClient) -
 
 
 async def test_stream_replayed_with_returned_text(client: httpx.AsyncClient) -> None:
-    pieces = ["The Acme vacuum robot has a limited ", "warranty of 24 months ",
-              "from the date of purchase."]
+    pieces = [
+        "The Acme vacuum robot has a limited ",
+        "warranty of 24 months ",
+        "from the date of purchase.",
+    ]
 
     async def upstream() -> AsyncIterator[Any]:
         for p in pieces:
-            yield litellm.ModelResponseStream(
-                choices=[Choice(index=0, delta=Delta(content=p))]
-            )
+            yield litellm.ModelResponseStream(choices=[Choice(index=0, delta=Delta(content=p))])
         yield litellm.ModelResponseStream(
             choices=[Choice(index=0, delta=Delta(), finish_reason="stop")]
         )

@@ -46,19 +46,25 @@ def iso_dirs(
     products = (SAMPLES / "products.md").read_text(encoding="utf-8")
     for tenant in ISO_TENANTS:
         spec = _policy("acme", upstream_port)
-        spec.update(tenant=tenant, keys=[hash_key(key(tenant))],
-                    admin_keys=[hash_key(admin_key(tenant))])
+        spec.update(
+            tenant=tenant, keys=[hash_key(key(tenant))], admin_keys=[hash_key(admin_key(tenant))]
+        )
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-        ingest_texts(data, tenant, [(f"{tenant}/handbook.md", handbook(tenant)),
-                                    (f"{tenant}/products.md", products)], embedder)
+        ingest_texts(
+            data,
+            tenant,
+            [(f"{tenant}/handbook.md", handbook(tenant)), (f"{tenant}/products.md", products)],
+            embedder,
+        )
     return policies, data
 
 
 @pytest_asyncio.fixture(scope="module")
 async def iso_app(iso_dirs: tuple[Path, Path]) -> AsyncIterator[FastAPI]:
     policies, data = iso_dirs
-    app = create_app(Settings(policies=policies, data=data, watch_policies=False,
-                              max_body_bytes=65_536))
+    app = create_app(
+        Settings(policies=policies, data=data, watch_policies=False, max_body_bytes=65_536)
+    )
     async with app.router.lifespan_context(app):
         yield app
 

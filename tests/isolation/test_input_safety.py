@@ -19,8 +19,21 @@ from groundproxy.retrieval.tenant_index import IndexManager, TenantIndex
 from tests.isolation.conftest import admin_key, key
 
 BAD_DOC_IDS = [
-    "../escape.md", "a/../../b.md", "/etc/passwd", "..", ".", "a//b", "a\x00b", "a\\..\\b",
-    "a/./b", " lead", "trail ", "x" * 300, "", "a\nb", "%2e%2e/x",
+    "../escape.md",
+    "a/../../b.md",
+    "/etc/passwd",
+    "..",
+    ".",
+    "a//b",
+    "a\x00b",
+    "a\\..\\b",
+    "a/./b",
+    " lead",
+    "trail ",
+    "x" * 300,
+    "",
+    "a\nb",
+    "%2e%2e/x",
 ]
 
 
@@ -46,7 +59,8 @@ async def test_admin_api_rejects_unsafe_document_ids(
     outside = tree(data.parent)
     for bad in BAD_DOC_IDS:
         resp = await iso_client.post(
-            "/v1/groundproxy/documents", headers=admin(),
+            "/v1/groundproxy/documents",
+            headers=admin(),
             json={"documents": [{"id": bad, "text": "Some text."}]},
         )
         assert_error(resp, 400)
@@ -88,26 +102,42 @@ def test_tenant_and_index_names_cannot_escape(tmp_path: Path, upstream_port: int
 
 async def test_admin_api_hostile_bodies(iso_client: httpx.AsyncClient) -> None:
     huge = b'{"documents": [{"id": "a.md", "text": "' + b"x" * 70_000 + b'"}]}'
-    assert_error(await iso_client.post("/v1/groundproxy/documents", content=huge,
-                                       headers=admin()), 413)
+    assert_error(
+        await iso_client.post("/v1/groundproxy/documents", content=huge, headers=admin()), 413
+    )
 
     async def chunks() -> Any:  # no content-length: the limit holds while reading
         for _ in range(100):
             yield b"x" * 1024
 
-    assert_error(await iso_client.post("/v1/groundproxy/documents", content=chunks(),
-                                       headers=admin()), 413)
+    assert_error(
+        await iso_client.post("/v1/groundproxy/documents", content=chunks(), headers=admin()), 413
+    )
     deep = b'{"documents": ' + b"[" * 100 + b"]" * 100 + b"}"
-    assert "nests deeper" in assert_error(
-        await iso_client.post("/v1/groundproxy/documents", content=deep, headers=admin()), 400
-    )["message"]
+    assert (
+        "nests deeper"
+        in assert_error(
+            await iso_client.post("/v1/groundproxy/documents", content=deep, headers=admin()), 400
+        )["message"]
+    )
     bad_utf8 = b'{"documents": [{"id": "a.md", "text": "\xc3\x28"}]}'
-    assert "UTF-8" in assert_error(
-        await iso_client.post("/v1/groundproxy/documents", content=bad_utf8, headers=admin()),
-        400,
-    )["message"]
-    for body in (b"[]", b'"x"', b"null", b'{"documents": "x"}', b'{"documents": [{}]}',
-                 b'{"documents": [{"id": 5, "text": "t"}]}', b"{", b"\xff"):
+    assert (
+        "UTF-8"
+        in assert_error(
+            await iso_client.post("/v1/groundproxy/documents", content=bad_utf8, headers=admin()),
+            400,
+        )["message"]
+    )
+    for body in (
+        b"[]",
+        b'"x"',
+        b"null",
+        b'{"documents": "x"}',
+        b'{"documents": [{}]}',
+        b'{"documents": [{"id": 5, "text": "t"}]}',
+        b"{",
+        b"\xff",
+    ):
         resp = await iso_client.post("/v1/groundproxy/documents", content=body, headers=admin())
         assert_error(resp, 400)
 
@@ -119,12 +149,14 @@ async def test_chat_hostile_bodies_beyond_the_basics(iso_client: httpx.AsyncClie
         for _ in range(100):
             yield b"x" * 1024
 
-    assert_error(await iso_client.post("/v1/chat/completions", content=chunks(),
-                                       headers=auth), 413)
+    assert_error(await iso_client.post("/v1/chat/completions", content=chunks(), headers=auth), 413)
     for body in (
-        b"[]", b"null", b'{"model": 5, "messages": []}',
+        b"[]",
+        b"null",
+        b'{"model": 5, "messages": []}',
         b'{"model": "m", "messages": [{"role": "user", "content": {"a": 1}}]}',
-        b'{"model": "m", "messages": "hi"}', b'{"model": "m", "messages": [{}]}',
+        b'{"model": "m", "messages": "hi"}',
+        b'{"model": "m", "messages": [{}]}',
         b'{"model": "m", "messages": [{"role": "user", "content": "\xed\xa0\x80"}]}',
         b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": [1]}',
     ):
@@ -186,24 +218,46 @@ async def test_no_prompt_answer_or_key_in_logs(
     iso_client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     prompt = "Zebra-prompt-7731 how long is the warranty?"
-    secrets = [key("iso-a"), admin_key("iso-a"), "sk-wrong-key-5521", "Zebra-prompt-7731",
-               "24 months", "limited warranty", "Secret-doc-text-8812"]
+    secrets = [
+        key("iso-a"),
+        admin_key("iso-a"),
+        "sk-wrong-key-5521",
+        "Zebra-prompt-7731",
+        "24 months",
+        "limited warranty",
+        "Secret-doc-text-8812",
+    ]
     auth = {"authorization": f"Bearer {key('iso-a')}"}
     caplog.set_level(logging.INFO)
     with capture_logs() as events:
         for stream in (False, True):
-            resp = await iso_client.post("/v1/chat/completions", headers=auth, json={
-                "model": "gpt-4o-mini", "stream": stream,
-                "messages": [{"role": "user", "content": prompt}]})
+            resp = await iso_client.post(
+                "/v1/chat/completions",
+                headers=auth,
+                json={
+                    "model": "gpt-4o-mini",
+                    "stream": stream,
+                    "messages": [{"role": "user", "content": prompt}],
+                },
+            )
             assert resp.status_code == 200
-        resp = await iso_client.post("/v1/chat/completions", json={"model": "m"},
-                                     headers={"authorization": "Bearer sk-wrong-key-5521"})
+        resp = await iso_client.post(
+            "/v1/chat/completions",
+            json={"model": "m"},
+            headers={"authorization": "Bearer sk-wrong-key-5521"},
+        )
         assert resp.status_code == 401
-        resp = await iso_client.post("/v1/chat/completions", headers=auth, json={
-            "model": "fail-500", "messages": [{"role": "user", "content": prompt}]})
+        resp = await iso_client.post(
+            "/v1/chat/completions",
+            headers=auth,
+            json={"model": "fail-500", "messages": [{"role": "user", "content": prompt}]},
+        )
         assert resp.status_code == 502
-        resp = await iso_client.post("/v1/groundproxy/documents", headers=admin(), json={
-            "documents": [{"id": "secret.md", "text": "Secret-doc-text-8812 is here."}]})
+        resp = await iso_client.post(
+            "/v1/groundproxy/documents",
+            headers=admin(),
+            json={"documents": [{"id": "secret.md", "text": "Secret-doc-text-8812 is here."}]},
+        )
         assert resp.status_code == 200
     shown = [e for e in events if e.get("log_level") != "debug"]
     assert shown, "nothing was logged: the check would be empty"

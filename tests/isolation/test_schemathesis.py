@@ -52,8 +52,7 @@ def _schema_dict() -> dict[str, Any]:
         body = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in body.pop("$defs", {}).items():
             raw.setdefault("components", {}).setdefault("schemas", {})[name] = sub
-        op["requestBody"] = {"required": True,
-                             "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     # the provenance route reads its passage parameters by hand: fuzz them as free strings
     doc = raw["paths"]["/v1/groundproxy/documents/{doc_id}"]["get"]
     doc.setdefault("parameters", []).extend(
@@ -70,14 +69,15 @@ schema.app = create_app(Settings())  # in-process transport; each call uses the 
 
 
 @pytest.fixture(scope="module")
-def asgi_client(iso_dirs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[
-    Any
-]:
+def asgi_client(
+    iso_dirs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     policies, data = iso_dirs
     scratch = tmp_path_factory.mktemp("schemathesis-data") / "data"
     shutil.copytree(data, scratch)  # the fuzzer's documents must not reach other tests' indexes
-    app = create_app(Settings(policies=policies, data=scratch, watch_policies=False,
-                              max_body_bytes=65_536))
+    app = create_app(
+        Settings(policies=policies, data=scratch, watch_policies=False, max_body_bytes=65_536)
+    )
     with asgi.get_client(app) as client:  # runs the lifespan once, in the client's loop
         yield client
 
@@ -91,8 +91,12 @@ def _tokens(path: str, tenant: str) -> list[str | None]:
 
 @schema.parametrize()
 @seed(SEED)
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 def test_no_input_gets_a_5xx(case: Any, asgi_client: Any, iso_dirs: tuple[Path, Path]) -> None:
     tenant = "iso-b"
     server_paths = [str(p) for p in (*iso_dirs, REPO_ROOT, Path.home())]

@@ -38,7 +38,8 @@ def _parse(resp: httpx.Response, stream: bool) -> tuple[str, dict[str, Any]]:
         body = resp.json()
         return body["choices"][0]["message"]["content"], body["groundproxy"]
     chunks = [
-        json.loads(line[6:]) for line in resp.text.splitlines()
+        json.loads(line[6:])
+        for line in resp.text.splitlines()
         if line.startswith("data: ") and line != "data: [DONE]"
     ]
     text = "".join(
@@ -79,7 +80,8 @@ async def test_1000_randomized_requests_never_cross_tenants(
         nonlocal citations
         async with sem:
             resp = await iso_client.post(
-                "/v1/chat/completions", json=body,
+                "/v1/chat/completions",
+                json=body,
                 headers={"authorization": f"Bearer {key(tenant)}"},
             )
         citations += _check(tenant, resp, body["stream"])

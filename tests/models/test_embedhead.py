@@ -141,6 +141,7 @@ def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> No
     decision) with the default policy and verifier, the request context as evidence."""
     from groundproxy.guards.pipeline import run_guard
     from groundproxy.policies.schema import local_policy
+
     context = [("system", "Every robot has a warranty of 12 months. Shipping is free in the EU.")]
     policy = local_policy("handwritten", "openai/test")
     verifier = VerifierRegistry().get("default")
@@ -180,6 +181,7 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
     the right sentence is found and the verifier judges the answer against it."""
     from groundproxy.guards.pipeline import run_guard
     from groundproxy.policies.schema import local_policy
+
     report = run_guard(
         answer, question=OBEROI_Q, context_messages=[("context", OBEROI)],
         policy=local_policy("short", "openai/test"), verifier=VerifierRegistry().get("default"),
@@ -187,7 +189,7 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
     )  # fmt: skip
     (claim,) = report.claims
     assert claim.verdict == verdict, claim.explanation
-    assert claim.citations and "head office in Delhi" in OBEROI[claim.citations[0].span[0]:]
+    assert claim.citations and "head office in Delhi" in OBEROI[claim.citations[0].span[0] :]
 
 
 def test_the_contradiction_bar_survives_the_proxy_wrappers() -> None:

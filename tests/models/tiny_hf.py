@@ -34,9 +34,15 @@ def save_tiny_nli(out: Path, id2label: dict[int, str] | None = None) -> Path:
     tok = _tokenizer()
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, initializer_range=0.2,
-        id2label=labels, label2id={v: k for k, v in labels.items()},
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        initializer_range=0.2,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
     )
     model = BertForSequenceClassification(config)
     bias = {"entailment": 4.0, "neutral": 2.0, "contradiction": 0.0}
@@ -57,10 +63,18 @@ def save_tiny_llama(out: Path) -> Path:
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        tie_word_embeddings=True, initializer_range=0.5, pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        initializer_range=0.5,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.cls_token_id,
+        eos_token_id=tok.sep_token_id,
     )
     LlamaForCausalLM(config).save_pretrained(out)
     tok.save_pretrained(out)

@@ -232,8 +232,14 @@ async def test_unknown_fields_pass_through(client: httpx.AsyncClient, upstream_p
     resp = await client.post(
         "/v1/chat/completions",
         headers=auth("acme"),
-        json=chat("refund please", temperature=0.3, user="u-42", foo_bar={"x": 1},
-                  mock_response="owned", api_base="http://127.0.0.9:1"),
+        json=chat(
+            "refund please",
+            temperature=0.3,
+            user="u-42",
+            foo_bar={"x": 1},
+            mock_response="owned",
+            api_base="http://127.0.0.9:1",
+        ),
     )
     assert resp.status_code == 200
     last = httpx.get(f"http://127.0.0.1:{upstream_port}/_last").json()

@@ -192,9 +192,7 @@ def test_guard_service_batches_and_reports_batch_sizes(tmp_path: Path) -> None:
     )
     assert isinstance(service.parts.embedder, BatchingEmbedder)
     before = {m: _histogram_count(m, metrics) for m in ("embedder", "verifier")}
-    policy = local_policy(
-        "t1", "x", verifier={"model": "lexical"}, latency_budget_ms=60_000
-    )
+    policy = local_policy("t1", "x", verifier={"model": "lexical"}, latency_budget_ms=60_000)
     context = [("system", "The warranty lasts 12 months from purchase.")]
 
     async def many() -> list[str]:
@@ -231,8 +229,10 @@ async def test_server_with_batching_on_answers_concurrent_requests(
     app_metrics = app.state.gp.metrics
     before = _histogram_count("embedder", app_metrics)
     headers = {"authorization": f"Bearer {KEYS['acme']}"}
-    body = {"model": "gpt-4o-mini",
-            "messages": [{"role": "user", "content": "How long is the laptop warranty?"}]}
+    body = {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "How long is the laptop warranty?"}],
+    }
     async with app.router.lifespan_context(app):
         assert isinstance(app.state.gp.parts.embedder, BatchingEmbedder)
         transport = httpx.ASGITransport(app=app)

@@ -20,10 +20,25 @@ pytestmark = pytest.mark.skipif(not EVAL_FILE.exists(), reason="../shared/data n
 def test_calibrate_command_on_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
     # The CLI's parser and dispatch (not main(): it reconfigures the process's logging).
-    args = build_parser().parse_args([
-        "calibrate", "--tenant", "acme", str(EVAL_FILE), "--alpha", "0.2", "--limit", "60",
-        "--seed", "3", "--data", str(data), "--policies", str(tmp_path / "no-policies"),
-        "--json"])
+    args = build_parser().parse_args(
+        [
+            "calibrate",
+            "--tenant",
+            "acme",
+            str(EVAL_FILE),
+            "--alpha",
+            "0.2",
+            "--limit",
+            "60",
+            "--seed",
+            "3",
+            "--data",
+            str(data),
+            "--policies",
+            str(tmp_path / "no-policies"),
+            "--json",
+        ]
+    )
     assert _run(args) == 0
     out = capsys.readouterr().out
     result = json.loads(out.strip().splitlines()[-1])

@@ -61,8 +61,11 @@ async def test_messages_give_question_and_evidence(client: httpx.AsyncClient) ->
         {"role": "user", "content": "When is the meeting?"},
     ]
     resp = await check(
-        client, "globex", answer="The meeting is on Tuesday at 10:00 in room 4.",
-        messages=messages, model="gpt-4o-mini",
+        client,
+        "globex",
+        answer="The meeting is on Tuesday at 10:00 in room 4.",
+        messages=messages,
+        model="gpt-4o-mini",
     )
     gp = resp.json()["groundproxy"]
     assert gp["claims"] and all(c["verdict"] == "supported" for c in gp["claims"])
@@ -71,7 +74,9 @@ async def test_messages_give_question_and_evidence(client: httpx.AsyncClient) ->
 
 async def test_context_strings_are_evidence(client: httpx.AsyncClient) -> None:
     resp = await check(
-        client, "globex", question="How heavy is the Globex Turbo?",
+        client,
+        "globex",
+        question="How heavy is the Globex Turbo?",
         answer="The Globex Turbo weighs 5.2 kg.",
         context=["The Globex Turbo weighs 3.4 kg and ships in a cardboard box."],
     )
@@ -109,7 +114,8 @@ async def test_guard_error_fail_open_is_marked(client: httpx.AsyncClient) -> Non
 
 async def test_admin_key_of_the_tenant_may_check(client: httpx.AsyncClient) -> None:
     resp = await client.post(
-        CHECK, json={"answer": WRONG, "question": "How long is the warranty?"},
+        CHECK,
+        json={"answer": WRONG, "question": "How long is the warranty?"},
         headers={"authorization": f"Bearer {ADMIN_KEYS['acme']}"},
     )
     assert resp.status_code == 200, resp.text

@@ -42,8 +42,10 @@ def _logged(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_serve_honours_log_level_from_the_environment(
-    served: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    served: list[uvicorn.Config],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("GROUNDPROXY_LOG_LEVEL", "warning")
     assert _serve(["--policies", str(tmp_path)]) == 0
@@ -53,8 +55,10 @@ def test_serve_honours_log_level_from_the_environment(
 
 
 def test_a_flag_overrides_the_environment(
-    served: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    served: list[uvicorn.Config],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("GROUNDPROXY_LOG_LEVEL", "warning")
     monkeypatch.setenv("GROUNDPROXY_PORT", "18123")

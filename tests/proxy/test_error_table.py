@@ -49,6 +49,11 @@ def test_a_raise_site_code_wins_and_a_subclass_takes_its_base_row() -> None:
 
     resp = error_response(Flaky("slow", param="model"))
     assert resp.status_code == 504
-    assert json.loads(bytes(resp.body)) == {"error": {
-        "message": "slow", "type": "upstream_error", "param": "model", "code": "upstream_timeout",
-    }}
+    assert json.loads(bytes(resp.body)) == {
+        "error": {
+            "message": "slow",
+            "type": "upstream_error",
+            "param": "model",
+            "code": "upstream_timeout",
+        }
+    }

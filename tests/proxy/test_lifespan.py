@@ -66,9 +66,10 @@ async def test_list_documents_binds_the_tenant(policies_dir: Path, data_dir: Pat
     route = route_label("/v1/groundproxy/documents")
     before = _requests(app.state.gp.metrics, "acme", route, "200")
     transport = httpx.ASGITransport(app=app)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-        transport=transport, base_url="http://gp"
-    ) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://gp") as c,
+    ):
         resp = await c.get(
             "/v1/groundproxy/documents", headers={"authorization": f"Bearer {ADMIN_KEYS['acme']}"}
         )

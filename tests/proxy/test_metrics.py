@@ -39,8 +39,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def value(text: str, name: str, **labels: str) -> float:
     """Sum of the samples called ``name`` whose labels include ``labels``."""
     return sum(
-        v for (n, ls), v in samples(text).items()
-        if n == name and set(labels.items()) <= set(ls)
+        v for (n, ls), v in samples(text).items() if n == name and set(labels.items()) <= set(ls)
     )
 
 
@@ -50,8 +49,10 @@ async def test_metrics_count_requests_verdicts_and_latency(app: FastAPI) -> None
         resp = await c.post(
             "/v1/chat/completions",
             headers={"authorization": f"Bearer {KEYS['acme']}"},
-            json={"model": "gpt-4o-mini",
-                  "messages": [{"role": "user", "content": "How long is the warranty?"}]},
+            json={
+                "model": "gpt-4o-mini",
+                "messages": [{"role": "user", "content": "How long is the warranty?"}],
+            },
         )
         assert resp.status_code == 200
         await c.post("/v1/chat/completions", json={})  # 401, before any tenant is known
@@ -90,12 +91,13 @@ async def test_metrics_not_exposed_to_tenant_keys_from_outside(app: FastAPI) -> 
 
 
 async def test_metrics_public_when_configured(policies_dir: Path, data_dir: Path) -> None:
-    application = create_app(Settings(
-        policies=policies_dir, data=data_dir, watch_policies=False, metrics_public=True
-    ))
-    async with application.router.lifespan_context(application), client_from(
-        application, "10.1.2.3"
-    ) as c:
+    application = create_app(
+        Settings(policies=policies_dir, data=data_dir, watch_policies=False, metrics_public=True)
+    )
+    async with (
+        application.router.lifespan_context(application),
+        client_from(application, "10.1.2.3") as c,
+    ):
         assert (await c.get("/metrics")).status_code == 200
 
 

@@ -37,7 +37,9 @@ async def events(
     body = {"model": model, "stream": True, "messages": [{"role": "user", "content": content}]}
     out: list[Any] = []
     async with client.stream(
-        "POST", "/v1/chat/completions", json=body,
+        "POST",
+        "/v1/chat/completions",
+        json=body,
         headers={"authorization": f"Bearer {KEYS[tenant]}", "x-request-id": "req-sent-1"},
     ) as resp:
         async for line in resp.aiter_lines():
@@ -91,7 +93,8 @@ async def test_first_sentence_leaves_before_the_answer_ends(client: httpx.AsyncC
     """With a dripping upstream the first verified sentence arrives while the rest streams."""
     _, chunks = await events(client, "sentence", model="drip-0.02")
     contents = [
-        i for i, c in enumerate(chunks)
+        i
+        for i, c in enumerate(chunks)
         if isinstance(c, dict) and c.get("choices") and c["choices"][0]["delta"].get("content")
     ]
     assert len(contents) >= 3  # sentence 1, sentence 2, footnotes — not one lump

@@ -23,9 +23,18 @@ def test_retention_and_max_nodes(tmp_path: Path) -> None:
     settings = TracesPolicy(retention_hours=1.0, max_nodes=3)
     now = 1_000_000.0
     for i in range(5):
-        store.record(step_id=f"st_{i:016x}", trace_id="t", parents=[], request_id="r",
-                     policy_id="acme@1", question="q?", context=[("user", "secret ctx")],
-                     report=report(f"claim {i}."), settings=settings, now=now + i)
+        store.record(
+            step_id=f"st_{i:016x}",
+            trace_id="t",
+            parents=[],
+            request_id="r",
+            policy_id="acme@1",
+            question="q?",
+            context=[("user", "secret ctx")],
+            report=report(f"claim {i}."),
+            settings=settings,
+            now=now + i,
+        )
     assert store.prune(settings, now=now + 5) == 2
     assert store.count() == 3
     own, nodes = store.trace("t", not_before=0.0)
@@ -35,19 +44,43 @@ def test_retention_and_max_nodes(tmp_path: Path) -> None:
     assert own == ["st_0000000000000004"]
     assert store.prune(settings, now=now + 3600 + 3.5) == 2
     stores.close()
-    raw = sqlite3.connect(tmp_path / "acme" / "traces.sqlite").execute(
-        "SELECT group_concat(context_sha256) || group_concat(question_sha256) FROM nodes"
-    ).fetchone()[0]
+    raw = (
+        sqlite3.connect(tmp_path / "acme" / "traces.sqlite")
+        .execute("SELECT group_concat(context_sha256) || group_concat(question_sha256) FROM nodes")
+        .fetchone()[0]
+    )
     assert "secret" not in raw and len(nodes["st_0000000000000004"].context_sha256) == 64
 
 
 def test_step_without_trace_joins_first_parent(tmp_path: Path) -> None:
     store = TraceStores(tmp_path).get("acme")
     s = TracesPolicy()
-    assert store.record(step_id="st_" + "a" * 16, trace_id=None, parents=[], request_id="",
-                        policy_id="p", question=None, context=[], report=report("x."),
-                        settings=s) == "st_" + "a" * 16
-    assert store.record(step_id="st_" + "b" * 16, trace_id=None, parents=["st_" + "a" * 16],
-                        request_id="", policy_id="p", question=None, context=[],
-                        report=report("y."), settings=s) == "st_" + "a" * 16
+    assert (
+        store.record(
+            step_id="st_" + "a" * 16,
+            trace_id=None,
+            parents=[],
+            request_id="",
+            policy_id="p",
+            question=None,
+            context=[],
+            report=report("x."),
+            settings=s,
+        )
+        == "st_" + "a" * 16
+    )
+    assert (
+        store.record(
+            step_id="st_" + "b" * 16,
+            trace_id=None,
+            parents=["st_" + "a" * 16],
+            request_id="",
+            policy_id="p",
+            question=None,
+            context=[],
+            report=report("y."),
+            settings=s,
+        )
+        == "st_" + "a" * 16
+    )
     assert store.missing(["st_" + "a" * 16, "st_" + "c" * 16], 0.0) == ["st_" + "c" * 16]

@@ -56,9 +56,12 @@ def trace_policies(root: Path, upstream_port: int) -> Path:
             "tenant": tenant,
             "keys": [hash_key(KEYS[tenant])],
             "admin_keys": [hash_key(ADMIN_KEYS[tenant])] if tenant in ADMIN_KEYS else [],
-            "upstream": {"model": "openai/gpt-4o-mini",
-                         "api_base": f"http://127.0.0.1:{upstream_port}/v1",
-                         "api_key_env": "TEST_UPSTREAM_KEY", "timeout_s": 10},
+            "upstream": {
+                "model": "openai/gpt-4o-mini",
+                "api_base": f"http://127.0.0.1:{upstream_port}/v1",
+                "api_key_env": "TEST_UPSTREAM_KEY",
+                "timeout_s": 10,
+            },
             "latency_budget_ms": 20000,
             **extra,
             # the trace walk-back is under test, not the verifier: pin the lexical one, whose
@@ -76,8 +79,11 @@ def trace_data(root: Path, embedder: Any) -> Path:
     d = root / "data"
     ingest_texts(d, "acme", DOCS, embedder)
     ingest_texts(d, "globex", [("globex-only.md", "Globex sells 7 kinds of widgets.")], embedder)
-    write_calibration(d, "hasty", {"alpha": 0.1, "threshold": 0.99, "n": 40,
-                                   "verifier": "lexical", "created": "test"})
+    write_calibration(
+        d,
+        "hasty",
+        {"alpha": 0.1, "threshold": 0.99, "n": 40, "verifier": "lexical", "created": "test"},
+    )
     return d
 
 
@@ -86,8 +92,11 @@ async def tclient(
     tmp_path_factory: pytest.TempPathFactory, trace_upstream: int, embedder: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
     root = tmp_path_factory.mktemp("traces")
-    settings = Settings(policies=trace_policies(root, trace_upstream),
-                        data=trace_data(root, embedder), watch_policies=False)
+    settings = Settings(
+        policies=trace_policies(root, trace_upstream),
+        data=trace_data(root, embedder),
+        watch_policies=False,
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -100,8 +109,12 @@ def auth(tenant: str = "acme", **headers: str) -> dict[str, str]:
 
 
 async def step(
-    c: httpx.AsyncClient, n: int, trace: str, parents: list[str],
-    inputs: list[str] | None = None, tenant: str = "acme",
+    c: httpx.AsyncClient,
+    n: int,
+    trace: str,
+    parents: list[str],
+    inputs: list[str] | None = None,
+    tenant: str = "acme",
 ) -> httpx.Response:
     headers = auth(tenant, **{"x-groundproxy-trace-id": trace})
     if parents:
@@ -173,22 +186,30 @@ async def test_trace_is_tenant_scoped(tclient: httpx.AsyncClient) -> None:
 
 async def test_parent_ids_are_checked(tclient: httpx.AsyncClient) -> None:
     body = {"model": "gpt-4o-mini", "messages": step_messages(1)}
-    bad = await tclient.post("/v1/chat/completions", json=body,
-                             headers=auth(**{"x-groundproxy-parent-ids": "not-a-step"}))
+    bad = await tclient.post(
+        "/v1/chat/completions",
+        json=body,
+        headers=auth(**{"x-groundproxy-parent-ids": "not-a-step"}),
+    )
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "x-groundproxy-parent-ids"
     unknown = await tclient.post(
-        "/v1/chat/completions", json=body,
-        headers=auth(**{"x-groundproxy-parent-ids": "st_0123456789abcdef"}))
+        "/v1/chat/completions",
+        json=body,
+        headers=auth(**{"x-groundproxy-parent-ids": "st_0123456789abcdef"}),
+    )
     assert unknown.status_code == 400
     # Another tenant's step id is unknown here, too.
     mine = await step(tclient, 1, "pipe-x", [])
     theirs = await tclient.post(
-        "/v1/chat/completions", json=body,
-        headers=auth("globex", **{"x-groundproxy-parent-ids": mine.headers[STEP]}))
+        "/v1/chat/completions",
+        json=body,
+        headers=auth("globex", **{"x-groundproxy-parent-ids": mine.headers[STEP]}),
+    )
     assert theirs.status_code == 400
-    bad_trace = await tclient.post("/v1/chat/completions", json=body,
-                                   headers=auth(**{"x-groundproxy-trace-id": "bad id!"}))
+    bad_trace = await tclient.post(
+        "/v1/chat/completions", json=body, headers=auth(**{"x-groundproxy-trace-id": "bad id!"})
+    )
     assert bad_trace.status_code == 400
 
 
@@ -196,8 +217,9 @@ async def test_step_without_trace_id_joins_its_parents_trace(tclient: httpx.Asyn
     first = await step(tclient, 1, "pipe-join", [])
     sid = first.headers["x-groundproxy-step-id"]
     body = {"model": "gpt-4o-mini", "messages": step_messages(2)}
-    child = await tclient.post("/v1/chat/completions", json=body,
-                               headers=auth(**{"x-groundproxy-parent-ids": sid}))
+    child = await tclient.post(
+        "/v1/chat/completions", json=body, headers=auth(**{"x-groundproxy-parent-ids": sid})
+    )
     assert child.headers["x-groundproxy-trace-id"] == "pipe-join"
 
 
@@ -216,11 +238,15 @@ async def test_citations_carry_provenance_and_resolve(tclient: httpx.AsyncClient
     assert meta["length"] == len(PART_B)
     chunk = meta["chunks"][0]
     start, end = cite["span"]
-    passage = await tclient.get(f"/v1/groundproxy/documents/{cite['doc']}",
-                                params={"start": start, "end": end}, headers=auth())
+    passage = await tclient.get(
+        f"/v1/groundproxy/documents/{cite['doc']}",
+        params={"start": start, "end": end},
+        headers=auth(),
+    )
     assert passage.json()["passage"]["text"] == cite["quote"] == PART_B[start:end]
-    by_chunk = await tclient.get(f"/v1/groundproxy/documents/{cite['doc']}",
-                                 params={"chunk": cite["chunk"]}, headers=auth())
+    by_chunk = await tclient.get(
+        f"/v1/groundproxy/documents/{cite['doc']}", params={"chunk": cite["chunk"]}, headers=auth()
+    )
     got = by_chunk.json()["passage"]
     assert got["content_hash"] == cite["content_hash"]
     assert cite["quote"] in got["text"] and got["chunk"] == chunk["chunk"]
@@ -234,7 +260,8 @@ async def test_documents_are_tenant_scoped(tclient: httpx.AsyncClient) -> None:
     # globex's own document exists, but not for acme: the same 404, nothing leaks.
     theirs = await tclient.get("/v1/groundproxy/documents/globex-only.md", headers=auth())
     assert theirs.status_code == 404 and theirs.json() == missing.json() | {
-        "error": {**missing.json()["error"], "message": theirs.json()["error"]["message"]}}
+        "error": {**missing.json()["error"], "message": theirs.json()["error"]["message"]}
+    }
     backwards = await tclient.get(path, headers=auth(), params={"start": 5, "end": 2})
     assert backwards.status_code == 400
     assert (await tclient.get(path, headers=auth(), params={"chunk": "c99"})).status_code == 404

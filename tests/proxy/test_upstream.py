@@ -57,7 +57,10 @@ async def test_one_parser_collects_text_tool_calls_logprobs_and_fingerprint() ->
     assert answer.chunks == 5
     (choice,) = done.choices
     assert (choice.role, choice.content, choice.finish_reason) == (
-        "assistant", "It is warm.", "tool_calls")
+        "assistant",
+        "It is warm.",
+        "tool_calls",
+    )
     assert choice.tool_calls == [{"id": "call_1", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Paris"}'}}]  # fmt: skip
     assert choice.logprobs == {"content": [{"token": "It", "logprob": -0.1}]}
@@ -119,7 +122,9 @@ async def test_the_fake_follows_its_script_and_failure_models() -> None:
     assert streamed.chunks > 3
     assert isinstance(fake, FakeUpstream)
     assert [(c.model, c.stream, c.extra) for c in fake.calls] == [
-        ("openai/gpt-4o-mini", False, {"seed": 1}), ("openai/gpt-4o-mini", True, {})]
+        ("openai/gpt-4o-mini", False, {"seed": 1}),
+        ("openai/gpt-4o-mini", True, {}),
+    ]
     with pytest.raises(UpstreamError):
         await fake.complete(policy, "openai/fail-500", MESSAGES, {})
     with pytest.raises(BadRequestError):
@@ -168,14 +173,20 @@ async def test_the_app_serves_through_an_injected_fake(tmp_path: Path, data_dir:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
             body = {"model": "gpt-4o-mini", "messages": MESSAGES}
-            resp = await c.post("/v1/chat/completions", json=body,
-                                headers={"authorization": f"Bearer {KEYS['acme']}"})
+            resp = await c.post(
+                "/v1/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {KEYS['acme']}"},
+            )
             assert resp.status_code == 200, resp.text
             done = resp.json()
             assert done["groundproxy"]["claims"][0]["verdict"] == "contradicted"
             assert "12 months" in done["choices"][0]["message"]["content"]
-            streamed = await c.post("/v1/chat/completions", json={**body, "stream": True},
-                                    headers={"authorization": f"Bearer {KEYS['sentence']}"})
+            streamed = await c.post(
+                "/v1/chat/completions",
+                json={**body, "stream": True},
+                headers={"authorization": f"Bearer {KEYS['sentence']}"},
+            )
             assert streamed.status_code == 200
             assert streamed.text.rstrip().endswith("data: [DONE]")
             assert "12 months" in streamed.text

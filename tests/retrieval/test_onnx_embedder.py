@@ -74,8 +74,9 @@ def test_export_is_cached_verified_and_rebuilt_when_damaged(
     monkeypatch.setenv("GROUNDPROXY_CACHE", str(tmp_path))
     first = ensure_exported("fp32")  # the real export, from the installed package
     assert first.is_relative_to(tmp_path / "embedder") and first.stat().st_size > 50_000_000
-    assert [p.name for p in (tmp_path / "embedder").iterdir() if not p.name.endswith(".lock")] \
-        == [first.parent.name]  # no temporary folder left behind
+    assert [p.name for p in (tmp_path / "embedder").iterdir() if not p.name.endswith(".lock")] == [
+        first.parent.name
+    ]  # no temporary folder left behind
     good = first.read_bytes()
     exports: list[Path] = []
 

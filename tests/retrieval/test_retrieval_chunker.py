@@ -89,10 +89,16 @@ def test_empty_and_whitespace() -> None:
 
 
 def test_large_text_is_fast_and_exact() -> None:
-    text = "\n\n".join(
-        " ".join(f"Paragraph {p} says thing {i}. It costs ${i}.50 in the U.S." for i in range(8))
-        for p in range(300)
-    ) + " " + "A run-on sentence without breaks " * 300
+    text = (
+        "\n\n".join(
+            " ".join(
+                f"Paragraph {p} says thing {i}. It costs ${i}.50 in the U.S." for i in range(8)
+            )
+            for p in range(300)
+        )
+        + " "
+        + "A run-on sentence without breaks " * 300
+    )
     started = time.perf_counter()
     chunks = chunk_text(text)
     elapsed = time.perf_counter() - started

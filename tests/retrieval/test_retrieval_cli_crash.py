@@ -38,9 +38,21 @@ def _text(i: int, round_: int) -> str:
 def _cli(data: Path, src: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "GROUNDPROXY_EMBEDDER": "hashing", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "groundproxy.proxy", "ingest", "--data", str(data),
-         "--tenant", TENANT, str(src)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "groundproxy.proxy",
+            "ingest",
+            "--data",
+            str(data),
+            "--tenant",
+            TENANT,
+            str(src),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 

@@ -84,7 +84,11 @@ def test_sigkill_at_random_points(tmp_path: Path, hashing: Embedder) -> None:
     for _ in range(5):
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, str(tmp_path), str(ROOT)],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             assert child.stdout is not None

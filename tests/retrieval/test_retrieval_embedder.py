@@ -22,11 +22,13 @@ def test_minilm_vectors_are_normalized(minilm: Embedder) -> None:
 
 
 def test_minilm_paraphrase_beats_unrelated(minilm: Embedder) -> None:
-    a, paraphrase, unrelated = minilm.encode([
-        "The warranty lasts twelve months.",
-        "The guarantee is valid for one year.",
-        "Penguins live in the southern hemisphere.",
-    ])
+    a, paraphrase, unrelated = minilm.encode(
+        [
+            "The warranty lasts twelve months.",
+            "The guarantee is valid for one year.",
+            "Penguins live in the southern hemisphere.",
+        ]
+    )
     assert float(a @ paraphrase) > float(a @ unrelated) + 0.2
 
 

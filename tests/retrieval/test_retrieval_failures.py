@@ -16,8 +16,10 @@ from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
 from tests.retrieval.helpers import CountingEmbedder
 
-DOCS = [("a.txt", "Alpha document about apples. It has two sentences."),
-        ("b/c.md", "Beta document about bananas and boats.")]
+DOCS = [
+    ("a.txt", "Alpha document about apples. It has two sentences."),
+    ("b/c.md", "Beta document about bananas and boats."),
+]
 
 
 def _live_gen(data: Path, tenant: str) -> Path:

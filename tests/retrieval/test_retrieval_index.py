@@ -43,8 +43,13 @@ def _write_docs(root: Path) -> None:
     (root / "handbook.md").write_text(HANDBOOK, encoding="utf-8")
     (root / "faq.txt").write_text(FAQ, encoding="utf-8")
     (root / "privacy.html").write_text(PRIVACY, encoding="utf-8")
-    make_pdf(root / "manuals" / "pump.pdf", ["The pump is rated for 40 bar of pressure.",
-                                             "Service the pump every 500 operating hours."])
+    make_pdf(
+        root / "manuals" / "pump.pdf",
+        [
+            "The pump is rated for 40 bar of pressure.",
+            "Service the pump every 500 operating hours.",
+        ],
+    )
 
 
 def _search(index: TenantIndex, embedder: Embedder, query: str, k: int = 3) -> list[Evidence]:

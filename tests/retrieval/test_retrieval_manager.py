@@ -34,7 +34,11 @@ def test_sees_ingest_from_another_process(tmp_path: Path, hashing: Embedder) -> 
     assert first.version == 1 and manager.get("acme") is first  # cached
     proc = subprocess.run(
         [sys.executable, "-c", INGEST_SCRIPT, str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "2"

@@ -17,8 +17,21 @@ from groundproxy.retrieval.tenant_index import (
 
 BAD_TENANTS = ["", "..", ".", "../etc", "a/b", "/abs", ".hidden", "a\x00b", "x" * 256, "a b"]
 BAD_DOC_IDS = [
-    "", "../etc/passwd", "/etc/passwd", "a/../b", "a/./b", "a//b", "a/", "..", "nul\x00l",
-    "x" * 256, "tab\tname", "hash#frag", "semi;colon", "back\\slash", " padded",
+    "",
+    "../etc/passwd",
+    "/etc/passwd",
+    "a/../b",
+    "a/./b",
+    "a//b",
+    "a/",
+    "..",
+    "nul\x00l",
+    "x" * 256,
+    "tab\tname",
+    "hash#frag",
+    "semi;colon",
+    "back\\slash",
+    " padded",
 ]
 GOOD_DOC_IDS = ["handbook.md", "sub/dir/file-1_2.txt", "wice-dev02986", "faq/42", "notes v2.md"]
 

@@ -31,14 +31,15 @@ def storage(pg_dsn: str) -> PostgresStorage:
 
 def test_ingest_search_and_lookups(storage: PostgresStorage) -> None:
     emb = load_embedder("hashing")
-    result = ingest_texts(storage, "acme", [("warranty.md", WARRANTY), ("returns.md", RETURNS)],
-                          emb)
+    result = ingest_texts(
+        storage, "acme", [("warranty.md", WARRANTY), ("returns.md", RETURNS)], emb
+    )
     assert (result.added, result.version) == (2, 1)
     index = storage.indexes(emb).get("acme")
     assert (index.version, index.count) == (1, 2)
     hits = index.search(emb.encode(["How long does the X200 warranty last?"]), 2, 0.0)[0]
     assert hits[0].doc == "warranty.md" and hits[0].index_version == 1
-    assert hits[0].text == WARRANTY[hits[0].span[0]:hits[0].span[1]]
+    assert hits[0].text == WARRANTY[hits[0].span[0] : hits[0].span[1]]
     assert hits[0].score >= hits[-1].score
     doc = index.get_document("warranty.md")
     assert doc is not None and doc.text == WARRANTY and doc.chunks[0].chunk_id == "c0"
@@ -97,8 +98,9 @@ def test_embedder_mismatch_is_refused(storage: PostgresStorage) -> None:
         PgIndexWriter(storage.pool, "acme", Other())  # type: ignore[arg-type]
 
 
-def test_replica_sees_commit_within_one_poll_interval(storage: PostgresStorage,
-                                                      pg_dsn: str) -> None:
+def test_replica_sees_commit_within_one_poll_interval(
+    storage: PostgresStorage, pg_dsn: str
+) -> None:
     emb = load_embedder("hashing")
     other = PgPool(pg_dsn)  # a second replica: its own pool and cache
     try:
@@ -133,9 +135,14 @@ def test_search_plan_uses_the_hnsw_index(pg_dsn: str) -> None:
             for knob in ("seqscan", "bitmapscan", "sort"):
                 conn.execute(f"SET enable_{knob} = off")  # an empty table: force the choice
             vec = "[" + ",".join(["0.1"] * 384) + "]"
-            plan = "\n".join(str(r[0]) for r in conn.execute(
-                "EXPLAIN SELECT id FROM gp_chunks WHERE tenant = 'acme' AND dim = 384 "
-                "ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 5", (vec,)))
+            plan = "\n".join(
+                str(r[0])
+                for r in conn.execute(
+                    "EXPLAIN SELECT id FROM gp_chunks WHERE tenant = 'acme' AND dim = 384 "
+                    "ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 5",
+                    (vec,),
+                )
+            )
     finally:
         pool.close()
     assert "gp_chunks_hnsw_384" in plan

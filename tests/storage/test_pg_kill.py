@@ -21,7 +21,9 @@ def _writer_holds_lock(dsn: str) -> bool:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND classid = %s::oid", (TENANT_LOCK_CLASS,)).fetchone()
+            "AND classid = %s::oid",
+            (TENANT_LOCK_CLASS,),
+        ).fetchone()
     return bool(row and row[0])
 
 
@@ -36,9 +38,22 @@ def test_killed_ingest_leaves_previous_version(pg_dsn: str, tmp_path: Path) -> N
         (docs / f"d{i:04d}.md").write_text(f"Document {i} says item {i} costs {i} euros. " * 20)
     env = {**os.environ, "GROUNDPROXY_DATABASE_URL": pg_dsn, "GROUNDPROXY_EMBEDDER": "hashing"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "groundproxy.proxy", "ingest", "--tenant", "acme",
-         "--data", str(tmp_path / "unused"), "--no-progress", str(docs)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "groundproxy.proxy",
+            "ingest",
+            "--tenant",
+            "acme",
+            "--data",
+            str(tmp_path / "unused"),
+            "--no-progress",
+            str(docs),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while not _writer_holds_lock(pg_dsn):

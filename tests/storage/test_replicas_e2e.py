@@ -27,8 +27,9 @@ REFUND = "You can return an unused robot within 30 days of delivery for a full r
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory,
-             pg_server: PgServer) -> Iterator[tuple[str, str]]:
+def replicas(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: PgServer
+) -> Iterator[tuple[str, str]]:
     root = tmp_path_factory.mktemp("replicas")
     dsn = pg_server.create_database()
     up_port = free_port()
@@ -37,9 +38,15 @@ def replicas(tmp_path_factory: pytest.TempPathFactory,
     policies = root / "policies"
     policies.mkdir()
     spec = {
-        "tenant": "team", "keys": [hash_key(KEY)], "admin_keys": [hash_key(ADMIN)],
-        "upstream": {"model": "openai/gpt-4o-mini", "api_base": f"http://127.0.0.1:{up_port}/v1",
-                     "api_key_env": "TEST_UPSTREAM_KEY", "timeout_s": 10},
+        "tenant": "team",
+        "keys": [hash_key(KEY)],
+        "admin_keys": [hash_key(ADMIN)],
+        "upstream": {
+            "model": "openai/gpt-4o-mini",
+            "api_base": f"http://127.0.0.1:{up_port}/v1",
+            "api_key_env": "TEST_UPSTREAM_KEY",
+            "timeout_s": 10,
+        },
         "actions": {"contradicted": "flag"},
         "traces": {"enabled": True, "retention_hours": 24, "max_nodes": 1000},
         "latency_budget_ms": 20000,
@@ -51,8 +58,11 @@ def replicas(tmp_path_factory: pytest.TempPathFactory,
     try:
         for n in (1, 2):
             port = free_port()
-            procs.append(start_proxy(port, policies, root / f"data{n}", env=env,
-                                     log_path=root / f"replica{n}.log"))
+            procs.append(
+                start_proxy(
+                    port, policies, root / f"data{n}", env=env, log_path=root / f"replica{n}.log"
+                )
+            )
             procs[-1].url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
         yield procs[0].url, procs[1].url  # type: ignore[attr-defined]
     finally:
@@ -65,9 +75,12 @@ def replicas(tmp_path_factory: pytest.TempPathFactory,
 
 
 def _chat(url: str, messages: list[dict[str, str]], headers: dict[str, str]) -> httpx.Response:
-    resp = httpx.post(f"{url}/v1/chat/completions",
-                      json={"model": "gpt-4o-mini", "messages": messages},
-                      headers={"authorization": f"Bearer {KEY}", **headers}, timeout=60)
+    resp = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": "gpt-4o-mini", "messages": messages},
+        headers={"authorization": f"Bearer {KEY}", **headers},
+        timeout=60,
+    )
     assert resp.status_code == 200, resp.text
     return resp
 
@@ -76,8 +89,9 @@ def test_ingest_on_one_replica_is_cited_by_the_other(replicas: tuple[str, str]) 
     one, two = replicas
     admin = {"authorization": f"Bearer {ADMIN}"}
     docs = [{"id": "handbook.md", "text": HANDBOOK}, *({"id": d, "text": t} for d, t in DOCS)]
-    resp = httpx.post(f"{one}/v1/groundproxy/documents", json={"documents": docs},
-                      headers=admin, timeout=60)
+    resp = httpx.post(
+        f"{one}/v1/groundproxy/documents", json={"documents": docs}, headers=admin, timeout=60
+    )
     assert resp.status_code == 200, resp.text
     assert resp.json()["version"] == 1
     deadline = time.monotonic() + 2.0  # one poll interval (0.5 s) and then some
@@ -97,22 +111,27 @@ def test_pipeline_across_replicas_names_the_error_step(replicas: tuple[str, str]
     one, two = replicas
     trace = {"x-groundproxy-trace-id": "replicated-pipeline"}
 
-    def run(url: str, n: int, parents: list[str], inputs: list[str] | None = None
-            ) -> tuple[str, str]:
+    def run(
+        url: str, n: int, parents: list[str], inputs: list[str] | None = None
+    ) -> tuple[str, str]:
         headers = dict(trace)
         if parents:
             headers["x-groundproxy-parent-ids"] = ",".join(parents)
         resp = _chat(url, step_messages(n, inputs), headers)
         return resp.headers["x-groundproxy-step-id"], resp.json()["choices"][0]["message"][
-            "content"]
+            "content"
+        ]
 
     s1, out1 = run(one, 1, [])
     s2, out2 = run(one, 2, [])
     s3, final = run(two, 3, [s1, s2], [out1, out2])  # parents stored by the other replica
     assert "45 million" in final
     for url in (one, two):
-        resp = httpx.get(f"{url}/v1/groundproxy/traces/replicated-pipeline",
-                         headers={"authorization": f"Bearer {KEY}"}, timeout=60)
+        resp = httpx.get(
+            f"{url}/v1/groundproxy/traces/replicated-pipeline",
+            headers={"authorization": f"Bearer {KEY}"},
+            timeout=60,
+        )
         assert resp.status_code == 200, resp.text
         body = resp.json()
         assert [n["step_id"] for n in body["nodes"]] == [s1, s2, s3]
