@@ -65,8 +65,10 @@ async def test_health_and_ready(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["ready"] is True
-    assert "acme" in ready.json()["tenants"]
+    assert ready.json() == {"ready": True}  # without an admin key: ready only (issue 14)
+    admin = await client.get("/readyz", headers={"authorization": "Bearer sk-acme-admin-key"})
+    assert admin.json()["ready"] is True
+    assert admin.json()["tenant"] == "acme"
 
 
 async def test_models_lists_policy_models(client: httpx.AsyncClient) -> None:
