@@ -72,8 +72,11 @@ def fault_dirs(
     policies = tmp_path_factory.mktemp("fault-policies")
     for tenant, overrides in FAULT_TENANTS.items():
         spec = _policy("acme", upstream_port, **overrides)
-        spec.update(tenant=tenant, keys=[hash_key(key(tenant))],
-                    admin_keys=[hash_key(f"{key(tenant)}-admin")])
+        spec.update(
+            tenant=tenant,
+            keys=[hash_key(key(tenant))],
+            admin_keys=[hash_key(f"{key(tenant)}-admin")],
+        )
         spec.setdefault("retrieval", {}).setdefault("index", "acme")
         for name in ("slow-5", "drip-0.5"):
             spec["upstream"]["models"][name] = f"openai/{name}"
