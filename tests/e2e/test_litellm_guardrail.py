@@ -14,6 +14,7 @@ from typing import Any
 import openai
 import pytest
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
 
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import (
@@ -151,13 +152,15 @@ def client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=url, api_key=MASTER_KEY, max_retries=0, timeout=120)
 
 
-QUESTION = [{"role": "user", "content": "How much does the Acme Anvil weigh?"}]
+QUESTION: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "How much does the Acme Anvil weigh?"}
+]
 
 
 def test_wrong_number_corrected_and_cited_through_litellm(litellm_url: str) -> None:
     raw = client(litellm_url).chat.completions.with_raw_response.create(
         model="gpt-4o-mini",
-        messages=QUESTION,  # type: ignore[arg-type]
+        messages=QUESTION,
     )
     assert raw.headers["x-groundproxy-action"] == "rewrite"
     assert "contradicted=1" in raw.headers["x-groundproxy-claims"]
@@ -178,7 +181,7 @@ def test_stream_is_corrected_through_litellm(litellm_url: str) -> None:
     stream = client(litellm_url).chat.completions.create(
         model="gpt-4o-mini",
         messages=QUESTION,
-        stream=True,  # type: ignore[arg-type]
+        stream=True,
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

@@ -35,7 +35,7 @@ from tests.faults.helpers import (
     wait_for,
 )
 
-FAULT_TENANTS = {
+FAULT_TENANTS: dict[str, dict[str, Any]] = {
     "plain": {},
     "impatient": {"upstream": {"timeout_s": 1}},
     "exploding": {"verifier": {"model": "explode"}},

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from tests.hardening.conftest import run_cli
 SENTENCE = "The Acme robot has a warranty of 12 months from the date of purchase. "
 
 
-def _ingest(data: Path, *args: str) -> tuple[int, dict[str, object], str]:
+def _ingest(data: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     done = run_cli("ingest", "--data", str(data), "--tenant", "t1", *args)
     out = json.loads(done.stdout) if done.returncode == 0 else {}
     return done.returncode, out, done.stderr

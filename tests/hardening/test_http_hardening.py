@@ -23,7 +23,10 @@ KEY_SHAPED = "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"  # what the echo-key upstream al
 
 
 def _chat(c: httpx.Client, tenant: str, model: str, **extra: object) -> httpx.Response:
-    body = {"model": model, "messages": [{"role": "user", "content": "the warranty?"}]}
+    body: dict[str, object] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "the warranty?"}],
+    }
     body.update(extra)
     return c.post("/v1/chat/completions", headers=auth(key(tenant)), json=body)
 

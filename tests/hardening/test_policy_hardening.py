@@ -30,7 +30,8 @@ def _wait_log(server: Server, needle: str) -> None:
 
 def _served_as(c: httpx.Client, token: str) -> str | None:
     body = c.get("/readyz", headers=auth(token)).json()
-    return body.get("tenant")
+    tenant = body.get("tenant")
+    return str(tenant) if tenant is not None else None
 
 
 def test_an_index_belongs_to_one_tenant_unless_both_policies_share_it(server: Server) -> None:

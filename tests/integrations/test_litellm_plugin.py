@@ -24,7 +24,7 @@ DATA = {
     "model": "gpt-4o-mini",
     "messages": [{"role": "user", "content": "How long is the warranty?"}],
 }
-Choice, Delta = litellm.utils.StreamingChoices, litellm.utils.Delta
+Choice, Delta = litellm.types.utils.StreamingChoices, litellm.types.utils.Delta
 
 
 def guardrail(c: httpx.AsyncClient, tenant: str, **params: Any) -> GroundproxyGuardrail:

@@ -76,12 +76,13 @@ def test_tenant_and_index_names_cannot_escape(tmp_path: Path, upstream_port: int
 
     policies = tmp_path / "policies"
     policies.mkdir()
-    for name, overrides in {
+    tenants: dict[str, dict[str, Any]] = {
         "good": {},
         "dots": {"tenant": "../evil"},
         "index": {"retrieval": {"index": "../../etc"}},
         "slash": {"retrieval": {"index": "a/b"}},
-    }.items():
+    }
+    for name, overrides in tenants.items():
         spec = _policy("acme", upstream_port)
         spec.update(tenant=name, keys=[hash_key(f"sk-{name}")])
         for k, v in overrides.items():

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, seed, settings
+from pydantic import BaseModel
 from schemathesis.python import asgi
 
 from groundproxy.proxy.app import create_app
@@ -36,7 +37,7 @@ UPSTREAM_KEY = "sk-fuzz-upstream-8d7c6b5a4f3e2d1c0b9a"
 os.environ["TEST_UPSTREAM_KEY"] = UPSTREAM_KEY
 MAX_EXAMPLES = 25
 SEED = 14
-BODIES = {
+BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("/v1/chat/completions", "post"): ChatCompletionRequest,
     ("/v1/groundproxy/documents", "post"): IngestBody,
     ("/v1/groundproxy/documents", "delete"): DeleteBody,
@@ -78,7 +79,7 @@ def asgi_client(
     app = create_app(
         Settings(policies=policies, data=scratch, watch_policies=False, max_body_bytes=65_536)
     )
-    with asgi.get_client(app) as client:  # runs the lifespan once, in the client's loop
+    with asgi.get_client(app) as client:  # type: ignore[arg-type]  # runs the lifespan once, in the client's loop
         yield client
 
 

@@ -43,7 +43,7 @@ def torch_label_probs(src: Path, verifier: BuiltVerifier, pairs: list[Pair]) -> 
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(src)).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(src)).eval()  # type: ignore[no-untyped-call]
     words = verifier.meta["label_words"]
     rows = []
     for pair in pairs:

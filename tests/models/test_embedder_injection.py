@@ -16,7 +16,8 @@ from groundproxy.guards.types import Embedder, Pair
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.registry import VerifierRegistry
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.embedder import MINILM_NAME, load_embedder
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 
@@ -79,11 +80,11 @@ def test_embedhead_refuses_vectors_it_was_not_trained_on() -> None:
 
 
 def test_the_guard_service_injects_its_embedder(tmp_path: Path, minilm: Embedder) -> None:
-    """Through the served path: GuardService → registry → embedhead → the configured one."""
+    """Through the served path: build_guard → registry → embedhead → the configured one."""
     configured = CountingEmbedder(minilm)
-    service = GuardService(tmp_path, configured)
+    service = build_guard(Settings(data=tmp_path, batch_window_ms=0), embedder=configured)
     try:
-        assert service.verifiers.embedder is configured
+        assert service.parts.verifiers.embedder is configured
         report = service.guard_sync(
             "The warranty lasts 24 months.", "How long is the warranty?",
             [("system", "Every robot has a warranty of 12 months.")],

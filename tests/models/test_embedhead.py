@@ -107,7 +107,8 @@ def test_featurize_one_encode_call() -> None:
         calls.append(len(items))
         rng = np.random.default_rng(len(items))
         v = rng.normal(size=(len(items), 384)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
+        out: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+        return out
 
     feats = featurize([("a b c.", "x. y. z."), ("a b c.", "x. y. z.")], encode)
     assert feats.shape == (2, N_FEATURES)

@@ -71,7 +71,7 @@ def run_concurrently(
 
 
 def test_concurrent_calls_share_batches_and_get_their_own_results() -> None:
-    model, sizes = FakeModel(delay_s=0.01), []
+    model, sizes = FakeModel(delay_s=0.01), list[int]()
     b = MicroBatcher(model, split, window_s=0.05, max_items=64, observe=sizes.append)
     results, errors = run_concurrently(16, lambda i: b.submit([i, 100 + i]))
     assert not errors

@@ -15,7 +15,7 @@ from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.traces import TraceStores
+from groundproxy.proxy.trace_store import TraceStores
 from tests.conftest import ADMIN_KEYS, KEYS
 
 UI = "/v1/groundproxy/ui"

@@ -25,13 +25,13 @@ async def test_shutdown_closes_trace_stores_and_tenant_indexes(
     state: AppState = app.state.gp
     async with app.router.lifespan_context(app):
         assert state.ready and state.guard is not None and state.traces is not None
-        index = state.guard.indexes.get("acme")
+        index = state.guard.parts.indexes.get("acme")
         assert index.documents()  # open and readable while serving
-        assert "acme" in state.guard.indexes.loaded()
+        assert "acme" in state.guard.parts.indexes.loaded()
         store = state.traces.get("acme")
         assert store.count() >= 0
     assert not state.ready
-    assert state.guard.indexes.loaded() == []
+    assert state.guard.parts.indexes.loaded() == []
     with pytest.raises(IndexStoreError, match="closed database"):  # the cached index's
         index.documents()
     with pytest.raises(sqlite3.ProgrammingError):  # so is the tenant's trace store

@@ -75,13 +75,14 @@ def test_connection_drops_are_told_from_timeouts_and_statuses() -> None:
     from groundproxy.proxy.upstream import is_connection_drop
 
     req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
-    dropped = openai.APIConnectionError(request=req)
+    dropped = openai.APIConnectionError(request=req)  # type: ignore[arg-type]
     assert is_connection_drop(dropped)
     try:  # litellm re-wraps it, e.g. as a 500 with the original as the cause
         raise RuntimeError("InternalServerError") from dropped
     except RuntimeError as wrapped:
         assert is_connection_drop(wrapped)
     assert is_connection_drop(httpx.RemoteProtocolError("Server disconnected"))
-    assert not is_connection_drop(openai.APITimeoutError(request=req))
+    assert not is_connection_drop(openai.APITimeoutError(request=req))  # type: ignore[arg-type]
     resp = httpx.Response(500, request=req)
-    assert not is_connection_drop(openai.InternalServerError("boom", response=resp, body=None))
+    error = openai.InternalServerError("boom", response=resp, body=None)  # type: ignore[arg-type]
+    assert not is_connection_drop(error)

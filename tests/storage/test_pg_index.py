@@ -4,6 +4,7 @@ tenant isolation, atomic ingests, migrations, and replicas following commits."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import psycopg
@@ -22,7 +23,7 @@ RETURNS = "Unused items can be returned within 30 days for a full refund."
 
 
 @pytest.fixture
-def storage(pg_dsn: str) -> PostgresStorage:
+def storage(pg_dsn: str) -> Iterator[PostgresStorage]:
     s = PostgresStorage(pg_dsn)
     s.start()
     yield s
