@@ -49,7 +49,7 @@ RUN pip install --no-index --find-links /wheels "groundproxy==0.1.0" \
     && useradd --system --uid 10001 --home-dir /var/lib/groundproxy groundproxy \
     && mkdir -p /etc/groundproxy/policies /var/lib/groundproxy \
     && chown -R groundproxy:groundproxy /var/lib/groundproxy \
-    && python -c "from groundproxy.retrieval.onnx_embedder import ensure_exported; ensure_exported('fp32')" \
+    && python -c "from groundproxy.proxy.settings import Settings; from groundproxy.retrieval.onnx_embedder import ensure_exported; ensure_exported('fp32', root=Settings().cache)" \
     && chmod -R a+rX /opt/groundproxy/cache
 WORKDIR /var/lib/groundproxy
 USER 10001

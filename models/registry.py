@@ -16,7 +16,6 @@ name cannot start with '_', so it never clashes with a tenant's index folder).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -58,14 +57,10 @@ BUILTIN_NAMES = frozenset([*_FACTORIES, *_EMBEDDING_FACTORIES, *_ALIASES])
 FP32_SUFFIX = "@fp32"
 
 
-def models_dir_for(data_dir: Path | None = None) -> Path:
-    """Where built models live: ``$GROUNDPROXY_MODELS_DIR``, else ``<data dir>/_models``
-    (data dir: the argument, else ``$GROUNDPROXY_DATA``, else ``./data``)."""
-    env = os.environ.get("GROUNDPROXY_MODELS_DIR")
-    if env:
-        return Path(env)
-    data = data_dir if data_dir is not None else Path(os.environ.get("GROUNDPROXY_DATA") or "data")
-    return data / "_models"
+def models_dir_for(data_dir: Path = Path("data"), models_dir: Path | None = None) -> Path:
+    """Where built models live: ``models_dir`` (``Settings.models_dir``, i.e.
+    ``GROUNDPROXY_MODELS_DIR``) when given, else ``<data dir>/_models``."""
+    return models_dir if models_dir is not None else data_dir / "_models"
 
 
 def built_models(models_dir: Path | None = None) -> list[str]:

@@ -9,6 +9,7 @@ Flags override :class:`~groundproxy.proxy.settings.Settings`, which reads the
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -167,6 +168,7 @@ def _run(args: argparse.Namespace) -> int:
             skip_errors=args.skip_errors,
             follow_symlinks=args.follow_symlinks,
             database_url=settings.database_url,
+            cache=settings.cache,
         )
     if args.command == "delete":
         from groundproxy.proxy.commands import delete
@@ -183,15 +185,17 @@ def _run(args: argparse.Namespace) -> int:
             args.question,
             args.context_file,
             embedder_name=settings.embedder,
+            cache=settings.cache,
         )
     if args.command == "eval":
         from groundproxy.proxy.evaluate import run_eval_command
 
         return run_eval_command(args.file, args.verifier, args.mode, args.limit, args.json)
     if args.command == "demo":
-        from groundproxy.proxy.demo import run_demo
-
-        return run_demo(args.port)
+        # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
+        # run it as its own process rather than import it, so proxy/ never imports testing/.
+        demo = [sys.executable, "-m", "groundproxy.testing.demo", "--port", str(args.port)]
+        return subprocess.call(demo)
     if args.command == "calibrate":
         from groundproxy.proxy.calibrate import run_calibrate_command
 

@@ -23,14 +23,15 @@ def ingest(
     skip_errors: bool = False,
     follow_symlinks: bool = False,
     database_url: str | None = None,
+    cache: Path | None = None,
 ) -> int:
-    """``embedder_name``/``database_url``: the server's too (``Settings``)."""
+    """``embedder_name``/``database_url``/``cache``: the server's too (``Settings``)."""
     store = backends.open_storage(data, database_url)
     result = backends.ingest_paths(
         store,
         tenant,
         paths,
-        load_embedder(embedder_name),
+        load_embedder(embedder_name, cache),
         progress,
         skip_errors=skip_errors,
         follow_symlinks=follow_symlinks,
@@ -56,6 +57,7 @@ def check(
     question: str | None,
     context_file: Path | None,
     embedder_name: str = "minilm",
+    cache: Path | None = None,
 ) -> int:
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
     from groundproxy.guards.report import report_body
@@ -77,7 +79,9 @@ def check(
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
     # The served path: the tenant's index, its calibrated threshold when the policy says so.
     with build_guard(
-        Settings(data=data, policies=policies, batch_window_ms=0, embedder=embedder_name)
+        Settings(
+            data=data, policies=policies, batch_window_ms=0, embedder=embedder_name, cache=cache
+        )
     ) as guard:
         report = guard.guard_sync(answer, question, context, loaded.policy, cache=False)
     print(json.dumps(report_body(report, loaded.policy_id), indent=2, ensure_ascii=False))

@@ -115,11 +115,12 @@ def build_parts(
     if embedder is None:
         from groundproxy.retrieval.embedder import load_embedder
 
-        embedder = load_embedder(settings.embedder)
+        embedder = load_embedder(settings.embedder, settings.cache)
     batching = Batching(settings.batch_window_ms, settings.batch_max, metrics)
     # the configured embedder goes into the verifiers that embed (embedhead); they batch
     # their own calls, so they get it unwrapped
-    verifiers = VerifierRegistry(models_dir or models_dir_for(settings.data), embedder=embedder)
+    folder = models_dir or models_dir_for(settings.data, settings.models_dir)
+    verifiers = VerifierRegistry(folder, embedder=embedder)
     embedder = batching.embedder(embedder)
     parts = GuardParts(
         embedder=embedder,

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_048_576
     max_json_depth: int = 64
     embedder: str = "minilm"
+    # where the embedder's ONNX export is kept; None: $XDG_CACHE_HOME/groundproxy or
+    # ~/.cache/groundproxy (retrieval.onnx_embedder.cache_root)
+    cache: Path | None = None
     # Micro-batching of embedder/verifier calls across concurrent requests (models.batching):
     # wait up to this long for other requests' items; 0 (default) turns it off. Opt-in: at
     # 16 concurrent guards on 2 cores, 2 ms gave 1.11x answers/s with the embedhead verifier

