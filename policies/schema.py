@@ -21,6 +21,7 @@ from pydantic import (
 
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 KEY_HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+INDEX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
 
 ActionName = Literal["annotate", "flag", "rewrite", "block"]
 
@@ -46,6 +47,17 @@ class RetrievalPolicy(_Strict):
     # Tenants that may use this policy's index, or whose index this policy may use: both
     # policies must list each other (policies.sharing).
     shared_with: list[str] = Field(default_factory=list)
+
+    @field_validator("index")
+    @classmethod
+    def _index_name(cls, v: str | None) -> str | None:
+        # An index name is a directory under the data folder: one safe path component.
+        if v is not None and not INDEX_RE.fullmatch(v):
+            raise ValueError(
+                "index must be 1-255 chars of letters, digits, '_', '.' or '-', starting with "
+                "a letter or digit (one folder name under the data directory)"
+            )
+        return v
 
 
 class VerifierPolicy(_Strict):
