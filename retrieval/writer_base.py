@@ -5,7 +5,6 @@ embedder checks and the context-manager protocol."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import Literal, Self, TypeVar
 
 import numpy as np
@@ -99,10 +98,5 @@ class WriterBase:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
