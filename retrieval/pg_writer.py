@@ -124,12 +124,8 @@ class PgIndexWriter(WriterBase):
                     copy.write_row((self.tenant, *p, self._version, emb.dim, vector_literal(v)))
         self._pending.clear()
 
-    def commit(self) -> int:
-        """Publish the changes in one COMMIT; return the new version (unchanged if none)."""
-        self._check_open()
-        if not self._changed:
-            self.close()
-            return self.base_version
+    def _commit_changes(self) -> int:
+        """Publish the changes (there are some) in one COMMIT; return the new version."""
         try:
             self._flush()
             meta = self._meta

@@ -188,12 +188,8 @@ class IndexWriter(WriterBase):
                 self.on_embedded(len(batch))
         self._pending.clear()
 
-    def commit(self) -> int:
-        """Publish the changes atomically; return the new version (unchanged if no change)."""
-        self._check_open()
-        if not self._changed:
-            self.close()
-            return self.base_version
+    def _commit_changes(self) -> int:
+        """Publish the changes (there are some) atomically; return the new version."""
         try:
             self._flush()
             gen_dir = self._publish()

@@ -86,6 +86,22 @@ class WriterBase:
         self._changed = self._changed or removed
         return removed
 
+    def commit(self) -> int:
+        """Publish the changes atomically; return the new version (unchanged if no change)."""
+        self._check_open()
+        if not self._changed:
+            self.close()
+            return self.base_version
+        return self._commit_changes()
+
+    @property
+    def base_version(self) -> int:
+        """Version of the index this writer started from (0: none)."""
+        raise NotImplementedError
+
+    def _commit_changes(self) -> int:
+        raise NotImplementedError
+
     def _upsert(self, doc_id: str, text: str, source_path: str | None) -> UpsertStatus:
         raise NotImplementedError
 
