@@ -209,6 +209,20 @@ class BatchOptions:
     observe: Callable[[int], None] | None = None
     peers: Callable[[], int] | None = None
 
+    def batcher(
+        self, run: Callable[[list[T]], R], split: Callable[[R, int, int], R], name: str
+    ) -> MicroBatcher[T, R]:
+        """A MicroBatcher with these options."""
+        return MicroBatcher(
+            run,
+            split,
+            window_s=self.window_s,
+            max_items=self.max_items,
+            observe=self.observe,
+            peers=self.peers,
+            name=name,
+        )
+
 
 class BatchingEmbedder:
     """An Embedder whose ``encode`` calls from concurrent threads are batched together."""
@@ -218,14 +232,8 @@ class BatchingEmbedder:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
-        self.batcher: MicroBatcher[str, npt.NDArray[np.float32]] = MicroBatcher(
-            self._encode,
-            _rows,
-            window_s=opts.window_s,
-            max_items=opts.max_items,
-            observe=opts.observe,
-            peers=opts.peers,
-            name=f"embedder {inner.name}",
+        self.batcher: MicroBatcher[str, npt.NDArray[np.float32]] = opts.batcher(
+            self._encode, _rows, f"embedder {inner.name}"
         )
 
     def _encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
@@ -250,14 +258,8 @@ class BatchingVerifier(WrappedVerifier):
     def __init__(self, inner: Verifier, options: BatchOptions | None = None) -> None:
         super().__init__(inner)
         opts = options or BatchOptions()
-        self.batcher: MicroBatcher[Pair, list[Probs]] = MicroBatcher(
-            self._score,
-            _items,
-            window_s=opts.window_s,
-            max_items=opts.max_items,
-            observe=opts.observe,
-            peers=opts.peers,
-            name=f"verifier {inner.name}",
+        self.batcher: MicroBatcher[Pair, list[Probs]] = opts.batcher(
+            self._score, _items, f"verifier {inner.name}"
         )
 
     def _score(self, pairs: list[Pair]) -> list[Probs]:

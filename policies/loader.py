@@ -77,18 +77,17 @@ class PolicyStore:
 
     def lookup_key(self, raw_key: str) -> LoadedPolicy | None:
         """The policy of the tenant whose API key is ``raw_key``, or None."""
-        if not raw_key:
-            return None
-        snap = self._snapshot
-        tenant = snap.by_key.get(hash_key(raw_key))
-        return None if tenant is None else snap.by_tenant.get(tenant)
+        return self._lookup(raw_key, admin=False)
 
     def lookup_admin_key(self, raw_key: str) -> LoadedPolicy | None:
         """The policy of the tenant whose admin key is ``raw_key``, or None."""
+        return self._lookup(raw_key, admin=True)
+
+    def _lookup(self, raw_key: str, *, admin: bool) -> LoadedPolicy | None:
         if not raw_key:
             return None
         snap = self._snapshot
-        tenant = snap.by_admin_key.get(hash_key(raw_key))
+        tenant = (snap.by_admin_key if admin else snap.by_key).get(hash_key(raw_key))
         return None if tenant is None else snap.by_tenant.get(tenant)
 
     def get(self, tenant: str) -> LoadedPolicy | None:

@@ -19,23 +19,17 @@ from pydantic import ValidationError
 from groundproxy.errors import BadRequestError, GroundproxyError
 from groundproxy.proxy.settings import Settings
 
-
-def _add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="index folder (default $GROUNDPROXY_DATA, then ./data)",
-    )
+_FOLDERS = {
+    "data": "index folder (default $GROUNDPROXY_DATA, then ./data)",
+    "policies": "policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
+    "models-dir": "default $GROUNDPROXY_MODELS_DIR, then <data>/_models",
+}
 
 
-def _add_policies(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--policies",
-        type=Path,
-        default=None,
-        help="policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
-    )
+def _add_folders(p: argparse.ArgumentParser, *flags: str) -> None:
+    """Folder flags (``--data``...): None when not given, so that ``Settings`` decides."""
+    for flag in flags:
+        p.add_argument(f"--{flag}", type=Path, default=None, help=_FOLDERS[flag])
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -59,12 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the proxy")
     p.add_argument("--host", default=None, help="default $GROUNDPROXY_HOST, then 127.0.0.1")
     p.add_argument("--port", type=int, default=None, help="default $GROUNDPROXY_PORT, then 8080")
-    _add_policies(p)
-    _add_data(p)
+    _add_folders(p, "policies", "data")
     p.add_argument("--log-level", default=None, help="default $GROUNDPROXY_LOG_LEVEL, then info")
 
     p = sub.add_parser("ingest", help="add or replace documents in a tenant's index")
-    _add_data(p)
+    _add_folders(p, "data")
     p.add_argument("--tenant", required=True)
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--no-progress", action="store_true")
@@ -76,13 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("delete", help="delete documents from a tenant's index")
-    _add_data(p)
+    _add_folders(p, "data")
     p.add_argument("--tenant", required=True)
     p.add_argument("doc_ids", nargs="+")
 
     p = sub.add_parser("check", help="guard one answer without an upstream; prints JSON")
-    _add_data(p)
-    _add_policies(p)
+    _add_folders(p, "data", "policies")
     p.add_argument("--tenant", required=True)
     p.add_argument("--answer", required=True)
     p.add_argument("--question", default=None)
@@ -103,8 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
-    _add_data(p)
-    _add_policies(p)
+    _add_folders(p, "data", "policies")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cal-fraction", type=float, default=0.5)
     p.add_argument("--limit", type=int, default=None)
@@ -134,16 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="nli input order (auto: claim first for our ce)",
     )
     m.add_argument("--force", action="store_true", help="replace a model of the same name")
-    m.add_argument(
-        "--models-dir",
-        type=Path,
-        default=None,
-        help="default $GROUNDPROXY_MODELS_DIR, then <data>/_models",
-    )
-    _add_data(m)
+    _add_folders(m, "models-dir", "data")
     m = msub.add_parser("list", help="list the verifiers a policy can name")
-    m.add_argument("--models-dir", type=Path, default=None)
-    _add_data(m)
+    _add_folders(m, "models-dir", "data")
 
     p = sub.add_parser("hash-key", help="print the sha256 hash of an API key for a policy file")
     p.add_argument("key")

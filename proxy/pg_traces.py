@@ -25,24 +25,16 @@ from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.calibration import CalibrationCache
 from groundproxy.proxy.trace_store import (
-    MAX_ANSWER_CHARS,
+    COLS,
     MAX_TRACE_NODES,
-    PRUNE_EVERY,
     StoredNode,
     TraceStore,
     TraceStores,
-    _claims,
-    _sha256,
-    context_digest,
 )
 from groundproxy.retrieval.names import validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
 
 T = TypeVar("T")
-_COLS = (
-    "step_id, trace_id, parents, created, request_id, policy, question_sha256, "
-    "context_sha256, answer, trust, action, claims"
-)
 
 
 class TraceStoreUnavailable(OSError):
@@ -50,20 +42,7 @@ class TraceStoreUnavailable(OSError):
 
 
 def _node(row: Sequence[Any]) -> StoredNode:
-    return StoredNode(
-        step_id=str(row[0]),
-        trace_id=str(row[1]),
-        parents=tuple(row[2]),
-        created=float(row[3]),
-        request_id=str(row[4]),
-        policy=str(row[5]),
-        question_sha256=str(row[6]),
-        context_sha256=str(row[7]),
-        answer=str(row[8]),
-        trust=float(row[9]),
-        action=str(row[10]),
-        claims=list(row[11]),
-    )
+    return StoredNode.from_row(row, lambda value: value)  # psycopg decodes jsonb itself
 
 
 class PgTraceStore(TraceStore):
@@ -93,83 +72,35 @@ class PgTraceStore(TraceStore):
             return {}
         rows = self._run(
             lambda c: c.execute(
-                f"SELECT {_COLS} FROM gp_trace_nodes WHERE tenant = %s AND step_id = ANY(%s) "
+                f"SELECT {COLS} FROM gp_trace_nodes WHERE tenant = %s AND step_id = ANY(%s) "
                 "AND created >= %s",
                 (self.tenant, ids, not_before),
             ).fetchall()
         )
         return {n.step_id: n for n in map(_node, rows)}
 
-    def trace(self, trace_id: str, not_before: float) -> tuple[list[str], dict[str, StoredNode]]:
-        """The trace's own steps (oldest first) and every node they reach via parents."""
+    def _own_steps(self, trace_id: str, not_before: float) -> list[StoredNode]:
         rows = self._run(
             lambda c: c.execute(
-                f"SELECT {_COLS} FROM gp_trace_nodes WHERE tenant = %s AND trace_id = %s "
+                f"SELECT {COLS} FROM gp_trace_nodes WHERE tenant = %s AND trace_id = %s "
                 "AND created >= %s ORDER BY created, step_id LIMIT %s",
                 (self.tenant, trace_id, not_before, MAX_TRACE_NODES),
             ).fetchall()
         )
-        own = [_node(r) for r in rows]
-        nodes = {n.step_id: n for n in own}
-        reached = list(own)
-        while reached and len(nodes) < MAX_TRACE_NODES:
-            wanted = sorted({p for n in reached for p in n.parents} - set(nodes))
-            reached = list(self.get(wanted, not_before).values()) if wanted else []
-            nodes.update((n.step_id, n) for n in reached)
-        return [n.step_id for n in own], nodes
+        return [_node(r) for r in rows]
 
-    def record(
-        self,
-        *,
-        step_id: str,
-        trace_id: str | None,
-        parents: Sequence[str],
-        request_id: str,
-        policy_id: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
-        report: GuardReport,
-        settings: TracesPolicy,
-        now: float | None = None,
-        model: str = "",  # the inspector's answers table is SQLite-only for now
-    ) -> str:
-        """Store one node; returns its trace id."""
-        now = time.time() if now is None else now
-        if trace_id is None:
-            found = self.get(parents[:1], now - settings.retention_hours * 3600.0)
-            trace_id = found[parents[0]].trace_id if found else step_id
-        row = {
-            "tenant": self.tenant,
-            "step_id": step_id,
-            "trace_id": trace_id,
-            "parents": Jsonb(list(parents)),
-            "created": now,
-            "request_id": request_id[:128],
-            "policy": policy_id,
-            "q": _sha256(question or ""),
-            "ctx": context_digest(context),
-            "answer": report.original[:MAX_ANSWER_CHARS],
-            "trust": round(report.trust, 4),
-            "action": report.action,
-            "claims": Jsonb(_claims(report)),
-        }
+    def _insert(self, node: StoredNode, report: GuardReport, model: str) -> None:
+        # the inspector's answers table (``model``) is SQLite-only for now
         self._run(
             lambda c: c.execute(
-                f"INSERT INTO gp_trace_nodes (tenant, {_COLS}) VALUES (%(tenant)s, %(step_id)s, "
-                "%(trace_id)s, %(parents)s, %(created)s, %(request_id)s, %(policy)s, %(q)s, "
-                "%(ctx)s, %(answer)s, %(trust)s, %(action)s, %(claims)s) "
+                f"INSERT INTO gp_trace_nodes (tenant, {COLS}) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (tenant, step_id) DO UPDATE SET trace_id = EXCLUDED.trace_id, "
                 "parents = EXCLUDED.parents, created = EXCLUDED.created, answer = EXCLUDED.answer, "
                 "trust = EXCLUDED.trust, action = EXCLUDED.action, claims = EXCLUDED.claims",
-                row,
+                (self.tenant, *node.row(Jsonb)),
             )
         )
-        with self._lock:
-            self._writes += 1
-            prune = self._writes % PRUNE_EVERY == 1
-        if prune:
-            self.prune(settings, now)
-        return trace_id
 
     def prune(self, settings: TracesPolicy, now: float | None = None) -> int:
         """Delete this tenant's nodes past retention and the oldest past ``max_nodes``."""

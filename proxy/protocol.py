@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -91,14 +92,21 @@ def parse_json_body(raw: bytes, *, max_bytes: int, max_depth: int) -> dict[str, 
     return data
 
 
-def parse_chat_request(data: dict[str, Any]) -> ChatCompletionRequest:
+M = TypeVar("M", bound=BaseModel)
+_REQUIRED = {"missing": "'{param}' is a required property"}
+
+
+def validated(model: type[M], data: dict[str, Any], messages: Mapping[str, str] | None = None) -> M:
+    """``data`` as a ``model``; the first validation error → 400 naming its field.
+    ``messages``: per pydantic error type, a template of ``{param}`` and ``{msg}``."""
     try:
-        return ChatCompletionRequest.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         param = ".".join(str(p) for p in err["loc"]) or None
-        if err["type"] == "missing":
-            msg = f"'{param}' is a required property"
-        else:
-            msg = f"'{param}': {err['msg']}"
-        raise BadRequestError(msg, param=param) from exc
+        template = (messages or {}).get(err["type"], "'{param}': {msg}")
+        raise BadRequestError(template.format(param=param, msg=err["msg"]), param=param) from exc
+
+
+def parse_chat_request(data: dict[str, Any]) -> ChatCompletionRequest:
+    return validated(ChatCompletionRequest, data, _REQUIRED)

@@ -10,7 +10,6 @@ never shared: it stays in each replica's memory (``GuardService.verdict_cache``)
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,13 +17,11 @@ from groundproxy.guards.types import Embedder
 from groundproxy.proxy.calibration import CalibrationCache, write_calibration
 from groundproxy.proxy.trace_store import TraceStores
 from groundproxy.retrieval.ingest import (
-    DeleteResult,
-    IngestResult,
     WriterOpener,
     delete_docs,
-    ingest_docs,
     ingest_paths_with,
-    text_sources,
+    ingest_texts_with,
+    with_writer_of,
     writer_opener,
 )
 from groundproxy.retrieval.storage import TenantIndexes
@@ -133,34 +130,11 @@ def open_storage(data_dir: Path, database_url: str | None) -> Storage:
     return EmbeddedStorage(data_dir)
 
 
-def ingest_texts(
-    storage: Storage, tenant: str, docs: Sequence[tuple[str, str]], embedder: Embedder
-) -> IngestResult:
-    """Ingest ``(doc_id, text)`` pairs in one atomic commit of ``storage``."""
-    return ingest_docs(storage.open_writer(), tenant, text_sources(docs), embedder, False)
+def _opener(storage: Storage) -> WriterOpener:
+    return storage.open_writer()
 
 
-def ingest_paths(
-    storage: Storage,
-    tenant: str,
-    paths: Sequence[Path],
-    embedder: Embedder,
-    progress: bool = True,
-    *,
-    skip_errors: bool = False,
-    follow_symlinks: bool = False,
-) -> IngestResult:
-    """Ingest files and folders in one atomic commit of ``storage``."""
-    return ingest_paths_with(
-        storage.open_writer(),
-        tenant,
-        paths,
-        embedder,
-        progress,
-        skip_errors=skip_errors,
-        follow_symlinks=follow_symlinks,
-    )
-
-
-def delete_documents(storage: Storage, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
-    return delete_docs(storage.open_writer(), tenant, doc_ids)
+# the ingest entry points on a storage backend (``storage`` first), each one atomic commit
+ingest_texts = with_writer_of(_opener, ingest_texts_with)
+ingest_paths = with_writer_of(_opener, ingest_paths_with)
+delete_documents = with_writer_of(_opener, delete_docs)

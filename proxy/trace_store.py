@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE INDEX IF NOT EXISTS nodes_by_trace ON nodes (trace_id, created);
 CREATE INDEX IF NOT EXISTS nodes_by_created ON nodes (created);
 """
-_COLS = (
+COLS = (
     "step_id, trace_id, parents, created, request_id, policy, question_sha256, "
     "context_sha256, answer, trust, action, claims"
 )
@@ -79,6 +79,41 @@ class StoredNode:
     trust: float
     action: str
     claims: list[dict[str, Any]]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], decode: Callable[[Any], Any]) -> StoredNode:
+        """A node from a row of ``COLS``; ``decode`` reads the JSON columns (parents, claims)."""
+        return cls(
+            step_id=str(row[0]),
+            trace_id=str(row[1]),
+            parents=tuple(decode(row[2])),
+            created=float(row[3]),
+            request_id=str(row[4]),
+            policy=str(row[5]),
+            question_sha256=str(row[6]),
+            context_sha256=str(row[7]),
+            answer=str(row[8]),
+            trust=float(row[9]),
+            action=str(row[10]),
+            claims=list(decode(row[11])),
+        )
+
+    def row(self, encode: Callable[[Any], Any]) -> tuple[Any, ...]:
+        """The values of ``COLS``; ``encode`` writes the JSON columns (parents, claims)."""
+        return (
+            self.step_id,
+            self.trace_id,
+            encode(list(self.parents)),
+            self.created,
+            self.request_id,
+            self.policy,
+            self.question_sha256,
+            self.context_sha256,
+            self.answer,
+            self.trust,
+            self.action,
+            encode(self.claims),
+        )
 
     def walk_node(self) -> TraceNode:
         claims = tuple(
@@ -151,21 +186,8 @@ def _claims(report: GuardReport) -> list[dict[str, Any]]:
     return out
 
 
-def _row(row: Sequence[Any]) -> StoredNode:
-    return StoredNode(
-        step_id=str(row[0]),
-        trace_id=str(row[1]),
-        parents=tuple(json.loads(row[2])),
-        created=float(row[3]),
-        request_id=str(row[4]),
-        policy=str(row[5]),
-        question_sha256=str(row[6]),
-        context_sha256=str(row[7]),
-        answer=str(row[8]),
-        trust=float(row[9]),
-        action=str(row[10]),
-        claims=list(json.loads(row[11])),
-    )
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 class TraceStore:
@@ -193,7 +215,8 @@ class TraceStore:
 
     def _fetch(self, sql: str, args: Sequence[Any]) -> list[StoredNode]:
         with self._lock:
-            return [_row(r) for r in self._conn.execute(sql, tuple(args)).fetchall()]
+            rows = self._conn.execute(sql, tuple(args)).fetchall()
+        return [StoredNode.from_row(r, json.loads) for r in rows]
 
     def get(self, step_ids: Sequence[str], not_before: float) -> dict[str, StoredNode]:
         out: dict[str, StoredNode] = {}
@@ -201,7 +224,7 @@ class TraceStore:
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             marks = ",".join("?" * len(part))
-            sql = f"SELECT {_COLS} FROM nodes WHERE step_id IN ({marks}) AND created >= ?"
+            sql = f"SELECT {COLS} FROM nodes WHERE step_id IN ({marks}) AND created >= ?"
             for node in self._fetch(sql, [*part, not_before]):
                 out[node.step_id] = node
         return out
@@ -212,11 +235,7 @@ class TraceStore:
 
     def trace(self, trace_id: str, not_before: float) -> tuple[list[str], dict[str, StoredNode]]:
         """The trace's own steps (oldest first) and every node they reach via parents."""
-        own = self._fetch(
-            f"SELECT {_COLS} FROM nodes WHERE trace_id = ? AND created >= ? "
-            "ORDER BY created, step_id LIMIT ?",
-            [trace_id, not_before, MAX_TRACE_NODES],
-        )
+        own = self._own_steps(trace_id, not_before)
         nodes = {n.step_id: n for n in own}
         frontier = {p for n in own for p in n.parents} - set(nodes)
         while frontier and len(nodes) < MAX_TRACE_NODES:
@@ -224,6 +243,14 @@ class TraceStore:
             nodes.update(found)
             frontier = {p for n in found.values() for p in n.parents} - set(nodes)
         return [n.step_id for n in own], nodes
+
+    def _own_steps(self, trace_id: str, not_before: float) -> list[StoredNode]:
+        """The trace's own nodes, oldest first (at most ``MAX_TRACE_NODES``)."""
+        return self._fetch(
+            f"SELECT {COLS} FROM nodes WHERE trace_id = ? AND created >= ? "
+            "ORDER BY created, step_id LIMIT ?",
+            [trace_id, not_before, MAX_TRACE_NODES],
+        )
 
     def record(
         self,
@@ -246,33 +273,37 @@ class TraceStore:
         if trace_id is None:
             first = self.get(parents[:1], not_before) if parents else {}
             trace_id = first[parents[0]].trace_id if first else step_id
-        values = (
-            step_id,
-            trace_id,
-            json.dumps(list(parents)),
-            now,
-            request_id[:128],
-            policy_id,
-            _sha256(question or ""),
-            context_digest(context),
-            report.original[:MAX_ANSWER_CHARS],
-            round(report.trust, 4),
-            report.action,
-            json.dumps(_claims(report), ensure_ascii=False),
+        node = StoredNode(
+            step_id=step_id,
+            trace_id=trace_id,
+            parents=tuple(parents),
+            created=now,
+            request_id=request_id[:128],
+            policy=policy_id,
+            question_sha256=_sha256(question or ""),
+            context_sha256=context_digest(context),
+            answer=report.original[:MAX_ANSWER_CHARS],
+            trust=round(report.trust, 4),
+            action=report.action,
+            claims=_claims(report),
         )
+        self._insert(node, report, model)
         with self._lock:
-            with self._conn:
-                self._conn.execute(
-                    f"INSERT OR REPLACE INTO nodes ({_COLS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    values,
-                )
-                answers.insert(self._conn, step_id, model, report, MAX_CLAIMS)
             self._writes += 1
             prune = self._writes % PRUNE_EVERY == 1
         if prune:
             self.prune(settings, now)
         return trace_id
+
+    def _insert(self, node: StoredNode, report: GuardReport, model: str) -> None:
+        """Store (or replace) one node, with the inspector's answer row."""
+        with self._lock, self._conn:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO nodes ({COLS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                node.row(_json),
+            )
+            answers.insert(self._conn, node.step_id, model, report, MAX_CLAIMS)
 
     def prune(self, settings: TracesPolicy, now: float | None = None) -> int:
         """Delete nodes past retention and the oldest past ``max_nodes``; returns how many."""

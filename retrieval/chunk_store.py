@@ -78,7 +78,8 @@ class DocumentRecord:
     chunks: list[ChunkRecord]
 
 
-def _chunk(row: Any) -> ChunkRecord:
+def chunk_record(row: Any) -> ChunkRecord:
+    """A ChunkRecord from a row of the chunk columns, in their stored order."""
     label, doc_id, chunk_id, text, start, end, content_hash, version = row
     return ChunkRecord(
         int(label),
@@ -166,7 +167,7 @@ class ChunkStore:
 
     def chunks_of(self, doc_id: str) -> list[ChunkRecord]:
         rows = self._all(f"SELECT {_CHUNK_COLS} FROM chunks WHERE doc_id = ?", (doc_id,))
-        return sorted((_chunk(r) for r in rows), key=_chunk_order)
+        return sorted((chunk_record(r) for r in rows), key=_chunk_order)
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         rows = self._all(
@@ -191,7 +192,7 @@ class ChunkStore:
             f"SELECT {_CHUNK_COLS} FROM chunks WHERE doc_id = ? AND chunk_id = ?",
             (doc_id, chunk_id),
         )
-        return _chunk(rows[0]) if rows else None
+        return chunk_record(rows[0]) if rows else None
 
     def chunks_by_labels(self, labels: Iterable[int]) -> dict[int, ChunkRecord]:
         wanted = sorted({int(label) for label in labels})
@@ -201,7 +202,7 @@ class ChunkStore:
             marks = ",".join("?" * len(part))
             sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE label IN ({marks})"
             for row in self._all(sql, part):
-                record = _chunk(row)
+                record = chunk_record(row)
                 out[record.label] = record
         return out
 

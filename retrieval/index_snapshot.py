@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.errors import BadRequestError, IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder, Evidence
 from groundproxy.retrieval.chunk_store import ChunkRecord, ChunkStore, DocumentInfo, DocumentRecord
 from groundproxy.retrieval.generations import (
@@ -21,12 +21,13 @@ from groundproxy.retrieval.generations import (
     verify_generation,
 )
 from groundproxy.retrieval.names import validate_doc_id, validate_tenant
+from groundproxy.retrieval.snapshot_base import SnapshotBase, query_matrix
 from groundproxy.retrieval.vector_index import HnswVectorIndex, VectorIndex
 
 _OPEN_ATTEMPTS = 3
 
 
-class TenantIndex:
+class TenantIndex(SnapshotBase):
     """Search and look-ups over one immutable generation (satisfies ``EvidenceSource``).
 
     Safe to share between threads. A tenant without an index is an empty snapshot at
@@ -99,19 +100,6 @@ class TenantIndex:
             )
         return cls(tenant, pointer, meta, vectors, store)
 
-    def check_embedder(self, embedder: Embedder) -> None:
-        """Raise IndexStoreError unless this index was built with ``embedder``."""
-        meta = self._meta
-        if meta is not None and (meta.dim != embedder.dim or meta.embedder != embedder.name):
-            raise IndexStoreError(
-                f"tenant {self._tenant!r}: the index was built with embedder {meta.embedder} "
-                f"({meta.dim}-d), not {embedder.name} ({embedder.dim}-d); re-ingest it"
-            )
-
-    @property
-    def tenant(self) -> str:
-        return self._tenant
-
     @property
     def version(self) -> int:
         return self._pointer.version if self._pointer else 0
@@ -121,36 +109,15 @@ class TenantIndex:
         """Directory name of the generation (None for a tenant without an index)."""
         return self._pointer.generation if self._pointer else None
 
-    @property
-    def count(self) -> int:
-        """Number of live chunks."""
-        return self._meta.count if self._meta else 0
-
-    @property
-    def dim(self) -> int | None:
-        return self._meta.dim if self._meta else None
-
-    @property
-    def embedder_name(self) -> str | None:
-        return self._meta.embedder if self._meta else None
-
     def search(
         self, vectors: npt.NDArray[np.float32], top_k: int, min_score: float
     ) -> list[list[Evidence]]:
         """For each query vector, the ``top_k`` best live chunks scoring ≥ ``min_score``."""
-        queries = np.asarray(vectors, dtype=np.float32)
-        if queries.ndim == 1:
-            queries = queries.reshape(1, -1)
-        if queries.ndim != 2:
-            raise BadRequestError(f"query vectors must be 2-d, got shape {queries.shape}")
+        queries = query_matrix(vectors)
         n = int(queries.shape[0])
         if self._vectors is None or self._store is None or n == 0 or top_k <= 0:
             return [[] for _ in range(n)]
-        if queries.shape[1] != self._vectors.dim:
-            raise IndexStoreError(
-                f"tenant {self._tenant!r}: query vectors have dim {queries.shape[1]}, the index "
-                f"was built with {self._vectors.dim}-d vectors ({self.embedder_name})"
-            )
+        self.check_query_dim(queries, self._vectors.dim)
         labels, scores = self._vectors.query(queries, top_k)
         records = self._store.chunks_by_labels(int(x) for x in labels.ravel() if x >= 0)
         out: list[list[Evidence]] = []

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.ids import UniqueIds
@@ -17,6 +17,9 @@ from groundproxy.retrieval.readers import SourceDocument, read_documents
 from groundproxy.retrieval.writer import IndexWriter
 
 _CHARS_PER_CHUNK = 450  # the progress bar's first guess, corrected per document
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_Target = TypeVar("_Target")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,20 @@ WriterOpener = Callable[[str, Embedder | None], Any]
 def writer_opener(data_dir: Path) -> WriterOpener:
     """Opens the embedded backend's ``IndexWriter`` under ``data_dir``."""
     return functools.partial(IndexWriter, data_dir)
+
+
+def with_writer_of(
+    opener_of: Callable[[_Target], WriterOpener],
+    fn: Callable[Concatenate[WriterOpener, _P], _R],
+) -> Callable[Concatenate[_Target, _P], _R]:
+    """``fn``, taking instead of its writer opener what ``opener_of`` turns into one (a data
+    folder, a storage backend)."""
+
+    def run(target: _Target, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return fn(opener_of(target), *args, **kwargs)
+
+    run.__doc__ = fn.__doc__
+    return run
 
 
 def ingest_docs(
@@ -84,28 +101,6 @@ def ingest_docs(
     )
 
 
-def ingest_paths(
-    data_dir: Path,
-    tenant: str,
-    paths: Sequence[Path],
-    embedder: Embedder,
-    progress: bool = True,
-    *,
-    skip_errors: bool = False,
-    follow_symlinks: bool = False,
-) -> IngestResult:
-    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr."""
-    return ingest_paths_with(
-        writer_opener(data_dir),
-        tenant,
-        paths,
-        embedder,
-        progress,
-        skip_errors=skip_errors,
-        follow_symlinks=follow_symlinks,
-    )
-
-
 def ingest_paths_with(
     open_writer: WriterOpener,
     tenant: str,
@@ -116,7 +111,7 @@ def ingest_paths_with(
     skip_errors: bool = False,
     follow_symlinks: bool = False,
 ) -> IngestResult:
-    """Ingest files and folders through ``open_writer``'s backend.
+    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr.
 
     ``skip_errors``: a file that cannot be read is skipped (reported in ``skipped``) instead
     of aborting the ingest. ``follow_symlinks``: a symlink in a folder that points outside
@@ -130,24 +125,19 @@ def ingest_paths_with(
     return dataclasses.replace(result, skipped=skipped)
 
 
-def ingest_texts(
-    data_dir: Path,
+def ingest_texts_with(
+    open_writer: WriterOpener,
     tenant: str,
     docs: Sequence[tuple[str, str]],
     embedder: Embedder,
 ) -> IngestResult:
     """Ingest ``(doc_id, text)`` pairs; every id is validated before anything is written."""
-    return ingest_docs(writer_opener(data_dir), tenant, text_sources(docs), embedder, False)
+    return ingest_docs(open_writer, tenant, text_sources(docs), embedder, False)
 
 
 def text_sources(docs: Sequence[tuple[str, str]]) -> list[SourceDocument]:
     """``(doc_id, text)`` pairs as sources; every id is validated before anything is written."""
     return [SourceDocument(validate_doc_id(doc_id), text, None) for doc_id, text in docs]
-
-
-def delete_documents(data_dir: Path, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
-    """Delete documents by id in one atomic commit."""
-    return delete_docs(writer_opener(data_dir), tenant, doc_ids)
 
 
 def delete_docs(open_writer: WriterOpener, tenant: str, doc_ids: Sequence[str]) -> DeleteResult:
@@ -160,3 +150,9 @@ def delete_docs(open_writer: WriterOpener, tenant: str, doc_ids: Sequence[str]) 
             (deleted if writer.delete(doc_id) else missing).append(doc_id)
         version = writer.commit()
     return DeleteResult(deleted, missing, version)
+
+
+# the same entry points on the embedded backend's data folder (``data_dir`` first)
+ingest_paths = with_writer_of(writer_opener, ingest_paths_with)
+ingest_texts = with_writer_of(writer_opener, ingest_texts_with)
+delete_documents = with_writer_of(writer_opener, delete_docs)

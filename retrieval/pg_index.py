@@ -22,12 +22,18 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from groundproxy.guards.errors import BadRequestError, GroundproxyError, IndexStoreError
+from groundproxy.guards.errors import GroundproxyError
 from groundproxy.guards.types import Embedder, Evidence
-from groundproxy.retrieval.chunk_store import ChunkRecord, DocumentInfo, DocumentRecord
+from groundproxy.retrieval.chunk_store import (
+    ChunkRecord,
+    DocumentInfo,
+    DocumentRecord,
+    chunk_record,
+)
 from groundproxy.retrieval.names import validate_doc_id, validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import vector_index_kind
+from groundproxy.retrieval.snapshot_base import SnapshotBase, query_matrix
 
 CHUNK_COLS = "id, doc_id, chunk_id, text, start_char, end_char, content_hash, index_version"
 
@@ -70,20 +76,6 @@ def _search_sql(dim: int) -> sql.Composed:
     return sql.SQL(search).format(dim=sql.Literal(int(dim)))
 
 
-def chunk_record(row: Any) -> ChunkRecord:
-    label, doc_id, chunk_id, text, start, end, content_hash, version = row
-    return ChunkRecord(
-        int(label),
-        str(doc_id),
-        str(chunk_id),
-        str(text),
-        int(start),
-        int(end),
-        str(content_hash),
-        int(version),
-    )
-
-
 @dataclass(frozen=True)
 class TenantMeta:
     """A tenant's row of ``gp_tenants``."""
@@ -105,7 +97,7 @@ def read_tenant_meta(conn: Any, tenant: str) -> TenantMeta | None:
     return TenantMeta(int(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]))
 
 
-class PgTenantIndex:
+class PgTenantIndex(SnapshotBase):
     """A tenant's index in PostgreSQL (an ``IndexSnapshot``); safe to share between threads.
 
     ``version``/``count`` are those read by the manager's last check; searches and look-ups
@@ -118,10 +110,6 @@ class PgTenantIndex:
         self._meta = meta
 
     @property
-    def tenant(self) -> str:
-        return self._tenant
-
-    @property
     def version(self) -> int:
         return self._meta.version if self._meta else 0
 
@@ -129,45 +117,17 @@ class PgTenantIndex:
     def generation(self) -> str | None:
         return f"pg-v{self._meta.version}" if self._meta else None
 
-    @property
-    def count(self) -> int:
-        return self._meta.count if self._meta else 0
-
-    @property
-    def dim(self) -> int | None:
-        return self._meta.dim if self._meta else None
-
-    @property
-    def embedder_name(self) -> str | None:
-        return self._meta.embedder if self._meta else None
-
-    def check_embedder(self, embedder: Embedder) -> None:
-        meta = self._meta
-        if meta is not None and (meta.dim != embedder.dim or meta.embedder != embedder.name):
-            raise IndexStoreError(
-                f"tenant {self._tenant!r}: the index was built with embedder {meta.embedder} "
-                f"({meta.dim}-d), not {embedder.name} ({embedder.dim}-d); re-ingest it"
-            )
-
     def search(
         self, vectors: npt.NDArray[np.float32], top_k: int, min_score: float
     ) -> list[list[Evidence]]:
         """For each query vector, the ``top_k`` nearest chunks scoring ≥ ``min_score``."""
-        queries = np.asarray(vectors, dtype=np.float32)
-        if queries.ndim == 1:
-            queries = queries.reshape(1, -1)
-        if queries.ndim != 2:
-            raise BadRequestError(f"query vectors must be 2-d, got shape {queries.shape}")
+        queries = query_matrix(vectors)
         n = int(queries.shape[0])
         out: list[list[Evidence]] = [[] for _ in range(n)]
         if self._meta is None or n == 0 or top_k <= 0:
             return out
         dim = self._meta.dim
-        if queries.shape[1] != dim:
-            raise IndexStoreError(
-                f"tenant {self._tenant!r}: query vectors have dim {queries.shape[1]}, the index "
-                f"was built with {dim}-d vectors ({self._meta.embedder})"
-            )
+        self.check_query_dim(queries, dim)
         statement = _search_sql(dim)
         params = {
             "queries": [vector_literal(q) for q in queries],

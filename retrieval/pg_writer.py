@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from types import TracebackType
 from typing import Any
 
 from groundproxy.guards.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.chunker import chunk_text
 from groundproxy.retrieval.fsutil import sha256_text
-from groundproxy.retrieval.names import validate_doc_id, validate_tenant
 from groundproxy.retrieval.pg_index import read_tenant_meta, vector_literal
 from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import TENANT_LOCK_CLASS, ensure_hnsw_index
-from groundproxy.retrieval.writer import CHUNK_HASH_CHARS, UpsertStatus
+from groundproxy.retrieval.writer_base import CHUNK_HASH_CHARS, UpsertStatus, WriterBase
 
 _COPY = (
     "COPY gp_chunks (tenant, doc_id, chunk_id, text, start_char, end_char, content_hash, "
@@ -38,7 +36,7 @@ ON CONFLICT (tenant) DO UPDATE SET version = EXCLUDED.version, count = EXCLUDED.
 """
 
 
-class PgIndexWriter:
+class PgIndexWriter(WriterBase):
     """Context manager for one atomic batch of changes to a tenant's index in PostgreSQL."""
 
     def __init__(
@@ -51,16 +49,9 @@ class PgIndexWriter:
         batch_chunks: int = 256,
         lock_timeout: float = 600.0,
     ) -> None:
-        self.tenant = validate_tenant(tenant)
-        self._embedder = embedder
-        self._max_chars = max_chars
-        self._batch = max(1, batch_chunks)
+        super().__init__(tenant, embedder, max_chars, batch_chunks)
         self._pending: list[tuple[str, str, str, int, int, str]] = []
-        self._changed = False
-        self._failed = False
-        self.chunks_added = 0
         self._stack = ExitStack()
-        self._done = True
         conn: Any = self._stack.enter_context(pool.connection())
         self._conn = conn
         try:
@@ -72,6 +63,8 @@ class PgIndexWriter:
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TENANT_LOCK_CLASS, self.tenant)
             )
             self._meta = read_tenant_meta(conn, self.tenant)
+            if self._meta is not None:
+                self._check_same_embedder(self._meta.dim, self._meta.embedder)
         except BaseException as exc:
             self._abort()
             if isinstance(exc, Exception) and not isinstance(exc, IndexStoreError):
@@ -79,46 +72,12 @@ class PgIndexWriter:
                     f"tenant {self.tenant!r}: cannot start a write: {exc}"
                 ) from exc
             raise
-        meta = self._meta
-        if (
-            meta is not None
-            and embedder is not None
-            and (meta.dim != embedder.dim or meta.embedder != embedder.name)
-        ):
-            self._abort()
-            raise IndexStoreError(
-                f"tenant {self.tenant!r}: the index was built with {meta.embedder} "
-                f"({meta.dim}-d); cannot add {embedder.name} ({embedder.dim}-d) vectors to it"
-            )
-        self._version = (meta.version if meta else 0) + 1
+        self._version = self.base_version + 1
         self._done = False
 
     @property
     def base_version(self) -> int:
         return self._meta.version if self._meta else 0
-
-    def _check_open(self) -> None:
-        if self._done:
-            raise IndexStoreError(f"tenant {self.tenant!r}: this writer is already closed")
-        if self._failed:
-            raise IndexStoreError(f"tenant {self.tenant!r}: an earlier change failed; discard")
-
-    def _guarded(self, fn: Any, *args: Any) -> Any:
-        self._check_open()
-        try:
-            return fn(*args)
-        except BaseException:
-            self._failed = True
-            raise
-
-    def upsert(self, doc_id: str, text: str, source_path: str | None = None) -> UpsertStatus:
-        """Add or replace a document; "unchanged" (no embedding) when its text is the same."""
-        doc_id = validate_doc_id(doc_id)
-        if self._embedder is None:
-            raise IndexStoreError(f"tenant {self.tenant!r}: this writer has no embedder")
-        status: UpsertStatus = self._guarded(self._upsert, doc_id, text, source_path)
-        self._changed = self._changed or status != "unchanged"
-        return status
 
     def _upsert(self, doc_id: str, text: str, source_path: str | None) -> UpsertStatus:
         content_hash = sha256_text(text)
@@ -141,7 +100,7 @@ class PgIndexWriter:
             for i, p in enumerate(pieces)
         )
         self.chunks_added += len(pieces)
-        if len(self._pending) >= self._batch:
+        if len(self._pending) >= self._batch_chunks:
             self._flush()
         return "added" if row is None else "replaced"
 
@@ -152,36 +111,21 @@ class PgIndexWriter:
         )
         return bool(cur.rowcount)
 
-    def delete(self, doc_id: str) -> bool:
-        """Remove a document; False when it is not in the index."""
-        doc_id = validate_doc_id(doc_id)
-        removed = bool(self._guarded(self._drop, doc_id))
-        self._changed = self._changed or removed
-        return removed
-
     def _flush(self) -> None:
         if not self._pending:
             return
         assert self._embedder is not None
         emb = self._embedder
         with self._conn.cursor().copy(_COPY) as copy:
-            for i in range(0, len(self._pending), self._batch):
-                batch = self._pending[i : i + self._batch]
-                vectors = emb.encode([p[2] for p in batch])
-                if vectors.shape != (len(batch), emb.dim):
-                    raise IndexStoreError(
-                        f"embedder {emb.name} returned shape {vectors.shape} for {len(batch)} texts"
-                    )
+            for i in range(0, len(self._pending), self._batch_chunks):
+                batch = self._pending[i : i + self._batch_chunks]
+                vectors = self._encode([p[2] for p in batch], emb.dim)
                 for p, v in zip(batch, vectors, strict=True):
                     copy.write_row((self.tenant, *p, self._version, emb.dim, vector_literal(v)))
         self._pending.clear()
 
-    def commit(self) -> int:
-        """Publish the changes in one COMMIT; return the new version (unchanged if none)."""
-        self._check_open()
-        if not self._changed:
-            self.close()
-            return self.base_version
+    def _commit_changes(self) -> int:
+        """Publish the changes (there are some) in one COMMIT; return the new version."""
         try:
             self._flush()
             meta = self._meta
@@ -221,14 +165,3 @@ class PgIndexWriter:
         """Discard uncommitted changes (ROLLBACK) and return the connection (idempotent)."""
         if not self._done:
             self._abort()
-
-    def __enter__(self) -> PgIndexWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -15,8 +15,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
-from typing import Literal
 
 from groundproxy.errors import GroundproxyError, IndexStoreError
 from groundproxy.guards.types import Embedder
@@ -47,14 +45,13 @@ from groundproxy.retrieval.generations import (
     verify_generation,
     write_meta,
 )
-from groundproxy.retrieval.names import validate_doc_id, validate_tenant
 from groundproxy.retrieval.vector_index import HnswVectorIndex
+from groundproxy.retrieval.writer_base import CHUNK_HASH_CHARS, UpsertStatus, WriterBase
 
-UpsertStatus = Literal["added", "replaced", "unchanged"]
-CHUNK_HASH_CHARS = 16
+__all__ = ["CHUNK_HASH_CHARS", "IndexWriter", "UpsertStatus"]
 
 
-class IndexWriter:
+class IndexWriter(WriterBase):
     """Context manager for one atomic batch of changes to a tenant's index.
 
     ``embedder`` may be None for a writer that only deletes. Leaving the ``with`` block
@@ -71,16 +68,9 @@ class IndexWriter:
         batch_chunks: int = 256,
         lock_timeout: float = 600.0,
     ) -> None:
-        self.tenant = validate_tenant(tenant)
-        self._embedder = embedder
-        self._max_chars = max_chars
-        self._batch_chunks = max(1, batch_chunks)
+        super().__init__(tenant, embedder, max_chars, batch_chunks)
         self._dir = Path(data_dir) / self.tenant
         self._pending: dict[int, str] = {}
-        self._changed = False
-        self._failed = False
-        self._done = True  # until fully opened: nothing for close() or __del__ to undo
-        self.chunks_added = 0
         self.on_embedded: Callable[[int], None] | None = None  # chunks embedded, per batch
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
@@ -117,15 +107,8 @@ class IndexWriter:
                     f"tenant {self.tenant!r}: index file {exc.filename} is missing"
                 ) from exc
         emb = self._embedder
-        if (
-            base_meta is not None
-            and emb is not None
-            and (base_meta.dim != emb.dim or base_meta.embedder != emb.name)
-        ):
-            raise IndexStoreError(
-                f"tenant {self.tenant!r}: the index was built with {base_meta.embedder} "
-                f"({base_meta.dim}-d); cannot add {emb.name} ({emb.dim}-d) vectors to it"
-            )
+        if base_meta is not None:
+            self._check_same_embedder(base_meta.dim, base_meta.embedder)
         self._work.mkdir()
         if self._base is not None and base_meta is not None:
             live = self._dir / self._base.generation
@@ -147,32 +130,16 @@ class IndexWriter:
         """Version of the generation this writer started from (0: none)."""
         return self._base.version if self._base else 0
 
-    def _check_open(self) -> None:
-        if self._done:
-            raise IndexStoreError(f"tenant {self.tenant!r}: this writer is already closed")
-        if self._failed:
-            raise IndexStoreError(f"tenant {self.tenant!r}: an earlier change failed; discard")
-
-    def upsert(self, doc_id: str, text: str, source_path: str | None = None) -> UpsertStatus:
-        """Add or replace a document; "unchanged" (no embedding) when its text is the same."""
-        self._check_open()
-        doc_id = validate_doc_id(doc_id)
-        if self._embedder is None or self._vectors is None:
-            raise IndexStoreError(f"tenant {self.tenant!r}: this writer has no embedder")
+    def _upsert(self, doc_id: str, text: str, source_path: str | None) -> UpsertStatus:
         content_hash = sha256_text(text)
-        try:
-            old_hash = self._store.document_hash(doc_id)
-            if old_hash == content_hash:
-                return "unchanged"
-            if old_hash is not None:
-                self._drop(doc_id)
-            self._put(doc_id, text, content_hash, source_path)
-            if len(self._pending) >= self._batch_chunks:
-                self._flush()
-        except BaseException:
-            self._failed = True
-            raise
-        self._changed = True
+        old_hash = self._store.document_hash(doc_id)
+        if old_hash == content_hash:
+            return "unchanged"
+        if old_hash is not None:
+            self._drop(doc_id)
+        self._put(doc_id, text, content_hash, source_path)
+        if len(self._pending) >= self._batch_chunks:
+            self._flush()
         return "added" if old_hash is None else "replaced"
 
     def _put(self, doc_id: str, text: str, content_hash: str, source_path: str | None) -> None:
@@ -208,18 +175,6 @@ class IndexWriter:
                 self._vectors.mark_deleted(label)
         return True
 
-    def delete(self, doc_id: str) -> bool:
-        """Remove a document; False when it is not in the index."""
-        self._check_open()
-        doc_id = validate_doc_id(doc_id)
-        try:
-            removed = self._drop(doc_id)
-        except BaseException:
-            self._failed = True
-            raise
-        self._changed = self._changed or removed
-        return removed
-
     def _flush(self) -> None:
         if not self._pending:
             return
@@ -227,23 +182,14 @@ class IndexWriter:
         items = list(self._pending.items())
         for i in range(0, len(items), self._batch_chunks):
             batch = items[i : i + self._batch_chunks]
-            vectors = self._embedder.encode([text for _, text in batch])
-            if vectors.shape != (len(batch), self._vectors.dim):
-                raise IndexStoreError(
-                    f"embedder {self._embedder.name} returned shape {vectors.shape} "
-                    f"for {len(batch)} texts"
-                )
+            vectors = self._encode([text for _, text in batch], self._vectors.dim)
             self._vectors.add([label for label, _ in batch], vectors)
             if self.on_embedded is not None:
                 self.on_embedded(len(batch))
         self._pending.clear()
 
-    def commit(self) -> int:
-        """Publish the changes atomically; return the new version (unchanged if no change)."""
-        self._check_open()
-        if not self._changed:
-            self.close()
-            return self.base_version
+    def _commit_changes(self) -> int:
+        """Publish the changes (there are some) atomically; return the new version."""
         try:
             self._flush()
             gen_dir = self._publish()
@@ -323,14 +269,3 @@ class IndexWriter:
     def __del__(self) -> None:
         if not getattr(self, "_done", True):
             self.close()
-
-    def __enter__(self) -> IndexWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

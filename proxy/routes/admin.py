@@ -8,23 +8,22 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import anyio
 import structlog
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from groundproxy.errors import BadRequestError
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.protocol import validated
 from groundproxy.proxy.redact import public_document
 from groundproxy.proxy.state import AppState, Parts, State
 from groundproxy.proxy.storage import EmbeddedStorage, Storage, delete_documents, ingest_texts
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
-M = TypeVar("M", bound=BaseModel)
 
 
 class _Doc(BaseModel):
@@ -43,25 +42,16 @@ class DeleteBody(BaseModel):
     ids: list[str] = Field(min_length=1, max_length=10_000)
 
 
-def _validated(model: type[M], data: dict[str, Any]) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"]) or None
-        raise BadRequestError(f"'{param}': {err['msg']}", param=param) from exc
-
-
 def _storage(state: AppState) -> Storage:
     return state.storage if state.storage is not None else EmbeddedStorage(state.settings.data)
 
 
 async def _ingest_body(data: JsonBody) -> IngestBody:
-    return _validated(IngestBody, data)
+    return validated(IngestBody, data)
 
 
 async def _delete_body(data: JsonBody) -> DeleteBody:
-    return _validated(DeleteBody, data)
+    return validated(DeleteBody, data)
 
 
 Ingest = Annotated[IngestBody, Depends(_ingest_body)]

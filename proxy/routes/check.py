@@ -20,15 +20,20 @@ from __future__ import annotations
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from groundproxy.guards.errors import AuthenticationError, BadRequestError
+from groundproxy.guards.errors import AuthenticationError
 from groundproxy.guards.report import report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
 from groundproxy.proxy.body import read_body
 from groundproxy.proxy.chat import new_step_id
-from groundproxy.proxy.protocol import ChatCompletionRequest, ChatMessage, parse_json_body
+from groundproxy.proxy.protocol import (
+    ChatCompletionRequest,
+    ChatMessage,
+    parse_json_body,
+    validated,
+)
 from groundproxy.proxy.state import app_state, request_id
 from groundproxy.proxy.traces import record_step, trace_for
 
@@ -70,13 +75,7 @@ _MESSAGES = {
 
 
 def parse_check_request(data: dict[str, object]) -> CheckRequest:
-    try:
-        return CheckRequest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
-        template = _MESSAGES.get(first["type"], "'{param}': {msg}")
-        raise BadRequestError(template.format(param=param, msg=first["msg"]), param=param) from exc
+    return validated(CheckRequest, data, _MESSAGES)
 
 
 def any_tenant_key(request: Request, store: PolicyStore) -> LoadedPolicy:
