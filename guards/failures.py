@@ -3,14 +3,23 @@
 - guard disabled by the policy (``guard: false``): returned as is, marked unverified;
 - the guard failed (a backend error, a bad calibration file …): ``on_guard_error: annotate``
   returns it marked unverified (fail open, visibly); ``block`` refuses;
-- the guard ran past ``latency_budget_ms``: marked unverified, whatever ``on_guard_error``
-  says — the answer was not judged wrong, only not judged in time.
+- the guard ran past ``latency_budget_ms`` (or was shed before it started, see below): a
+  guard failure like any other — marked unverified under ``annotate``, refused under
+  ``block``, so a ``block`` tenant never gets unverified content, at any load.
+
+Admission (:func:`admission`): before a guard starts, the caller estimates its wait from
+the queue; when wait + guard time would pass the budget, ``on_overload`` decides: ``queue``
+(run anyway, within the budget), ``unverified`` (shed: the failure report at once) or
+``reject`` (:func:`overload_error`, HTTP 429 with ``retry-after``).
 """
 
 from __future__ import annotations
 
+import math
+from typing import Literal
+
 from groundproxy.guards.claims import decompose
-from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError
+from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError, OverloadedError
 from groundproxy.guards.types import ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import Policy
 
@@ -67,12 +76,40 @@ def budget_error(policy: Policy) -> GuardTimeoutError:
     return GuardTimeoutError(f"guard exceeded the latency budget of {policy.latency_budget_ms} ms")
 
 
+Admit = Literal["run", "shed", "reject"]
+
+
+def admission(policy: Policy, wait_s: float, guard_s: float) -> Admit:
+    """Whether a guard expected to wait ``wait_s`` then run ``guard_s`` seconds starts
+    (``run``), is shed (its failure report at once) or rejected (429)."""
+    if wait_s + guard_s <= policy.latency_budget_ms / 1000.0 or policy.on_overload == "queue":
+        return "run"
+    return "shed" if policy.on_overload == "unverified" else "reject"
+
+
+def shed_error(policy: Policy, wait_s: float) -> GuardTimeoutError:
+    """The failure that stands for a guard shed before it started."""
+    return GuardTimeoutError(
+        f"guard overloaded: an estimated wait of {wait_s * 1000.0:.0f} ms passes the "
+        f"latency budget of {policy.latency_budget_ms} ms"
+    )
+
+
+def overload_error(policy: Policy, wait_s: float) -> OverloadedError:
+    """The 429 for ``on_overload: reject``; retry once the queue ahead has drained."""
+    return OverloadedError(
+        f"the guard is overloaded (estimated wait {wait_s * 1000.0:.0f} ms, latency budget "
+        f"{policy.latency_budget_ms} ms); retry later",
+        retry_after_s=max(1, math.ceil(wait_s)),
+    )
+
+
 def failure_report(answer: str, policy: Policy, exc: Exception) -> GuardReport:
-    """The answer when guarding it failed with ``exc`` (module docstring): unverified, or
-    refused under ``on_guard_error: block`` unless the failure is the latency budget."""
+    """The answer when guarding it failed with ``exc`` (a backend error, the latency budget,
+    shed under overload): unverified, or refused under ``on_guard_error: block``."""
     reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
     report = unverified_report(answer, policy, reason)
-    if policy.on_guard_error == "block" and not isinstance(exc, GuardTimeoutError):
+    if policy.on_guard_error == "block":
         report.text = policy.actions.refusal
         report.action = "block"
         report.blocked = True
