@@ -20,14 +20,21 @@ from typing import Literal
 
 from groundproxy.guards.claims import decompose
 from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError, OverloadedError
-from groundproxy.guards.types import ClaimResult, GuardReport, Probs
+from groundproxy.guards.sentences import Stop, fast_sentence_spans, guard_cut
+from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import Policy
 
 DISABLED = "guard disabled by policy"
 
 
 def unverified_report(
-    answer: str, policy: Policy, reason: str, *, latency_ms: float = 0.0, verifier: str = ""
+    answer: str,
+    policy: Policy,
+    reason: str,
+    *,
+    latency_ms: float = 0.0,
+    verifier: str = "",
+    halt: Stop | None = None,
 ) -> GuardReport:
     """The report for an answer that could not be verified (budget exceeded, guard error,
     guard disabled): text unchanged, T = 0.0, action "unverified", ``unverified`` True.
@@ -36,10 +43,15 @@ def unverified_report(
     action "unverified" and ``reason`` as explanation. Whether to block instead
     (``on_guard_error: block``) is :func:`failure_report`'s decision; ``policy`` is not
     consulted here.
+
+    The claims are those of the first ``policy.max_answer_chars``; once ``halt`` says time
+    is up, the sentences of the linear splitter instead (cheap for any answer size).
     """
-    del policy
+    cut = guard_cut(answer, policy.max_answer_chars)
     try:
-        claims = decompose(answer)
+        claims = decompose(answer[:cut], halt)
+    except GuardTimeoutError:
+        claims = [Claim(answer[s:e], (s, e)) for s, e in fast_sentence_spans(answer, 0, cut)]
     except Exception:  # the error path must not fail in turn
         claims = []
     unknown = Probs(0.0, 0.0, 1.0)
@@ -66,9 +78,9 @@ def unverified_report(
     )
 
 
-def disabled_report(answer: str, policy: Policy) -> GuardReport:
+def disabled_report(answer: str, policy: Policy, halt: Stop | None = None) -> GuardReport:
     """An answer of a tenant whose policy turns the guard off."""
-    return unverified_report(answer, policy, DISABLED)
+    return unverified_report(answer, policy, DISABLED, halt=halt)
 
 
 def budget_error(policy: Policy) -> GuardTimeoutError:
@@ -104,13 +116,33 @@ def overload_error(policy: Policy, wait_s: float) -> OverloadedError:
     )
 
 
-def failure_report(answer: str, policy: Policy, exc: Exception) -> GuardReport:
+def failure_report(
+    answer: str, policy: Policy, exc: Exception, halt: Stop | None = None
+) -> GuardReport:
     """The answer when guarding it failed with ``exc`` (a backend error, the latency budget,
     shed under overload): unverified, or refused under ``on_guard_error: block``."""
     reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
-    report = unverified_report(answer, policy, reason)
+    report = unverified_report(answer, policy, reason, halt=halt)
     if policy.on_guard_error == "block":
         report.text = policy.actions.refusal
         report.action = "block"
         report.blocked = True
+    return report
+
+
+def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> GuardReport:
+    """``report`` of an answer's verified head, with the rest past ``max_answer_chars``:
+    appended and the answer marked unverified, or — under ``on_guard_error: block`` —
+    withheld, the refusal in its place (a block tenant never gets unverified content)."""
+    report.original += tail
+    if report.blocked:
+        return report
+    report.unverified = True
+    if policy.on_guard_error == "block":
+        report.text += "\n\n" + policy.actions.refusal
+        report.action = "block"
+        report.blocked = True
+    else:
+        report.text += tail
+        report.action = "unverified"
     return report

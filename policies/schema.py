@@ -107,6 +107,9 @@ class Policy(_Strict):
     # anyway (queue), answer at once marked unverified (refused under on_guard_error:
     # block), or answer 429 with retry-after (reject).
     on_overload: Literal["queue", "unverified", "reject"] = "queue"
+    # Characters of an answer the guard verifies; the rest is returned marked unverified
+    # (withheld under on_guard_error: block).
+    max_answer_chars: int = Field(default=6000, ge=100)
     guard: bool = True
     traces: TracesPolicy = Field(default_factory=TracesPolicy)
 

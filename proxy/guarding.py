@@ -44,6 +44,20 @@ TENANT_INDEX: Literal["tenant"] = "tenant"  # the policy's index, from the index
 IndexChoice = EvidenceSource | None | Literal["tenant"]
 
 
+REPORT_S = 0.05  # the most a failure report spends on claims before the linear splitter
+
+
+async def off_loop(
+    fn: Callable[..., GuardReport], answer: str, policy: Policy, *args: object
+) -> GuardReport:
+    """``fn(answer, policy, *args, halt=...)`` (a :mod:`guards.failures` report) in a worker
+    thread, its claim splitting cut short after REPORT_S: the event loop never splits a
+    (possibly huge) answer, and an answer past its budget is not held much longer."""
+    end = time.monotonic() + REPORT_S
+    call = functools.partial(fn, answer, policy, *args, halt=lambda: time.monotonic() >= end)
+    return await anyio.to_thread.run_sync(call)
+
+
 class GuardService:
     """Guards answers with the parts :func:`build_guard` made."""
 
@@ -132,6 +146,7 @@ class GuardService:
                 verifier=cached if cache else verifier,
                 evidence_for=evidence,
                 threshold=threshold,
+                halt=stop,
             )
         finally:
             parts.batching.leave()
@@ -189,7 +204,7 @@ class GuardService:
         run, wait_s = self.admit(policy)
         if not run:
             self.parts.metrics.observe_overload(policy.tenant, "shed")
-            return failure_report(answer, policy, shed_error(policy, wait_s))
+            return await off_loop(failure_report, answer, policy, shed_error(policy, wait_s))
         queue = self.parts.queue
         ticket = queue.enter(budget_s)
         call = functools.partial(
@@ -209,7 +224,7 @@ class GuardService:
                 error=err.message if isinstance(err, GroundproxyError) else str(err)[:200],
             )
             exc = err
-        return failure_report(answer, policy, exc)
+        return await off_loop(failure_report, answer, policy, exc)
 
     async def guard(
         self,
@@ -220,7 +235,7 @@ class GuardService:
     ) -> GuardReport:
         """One whole answer (buffer mode): both stages, budget and errors per the policy."""
         if not policy.guard:
-            return disabled_report(answer, policy)
+            return await off_loop(disabled_report, answer, policy)
         started = time.perf_counter()
         checked = await self.check(answer, question, context, policy)
         report = apply(checked, policy) if isinstance(checked, Verified) else checked
