@@ -15,6 +15,7 @@ HTTP layer owns the one table from class to (status, type, code):
     ├── NotFoundError                     (no such thing for this tenant)
     │   └── UnknownModelError             (no such model)
     ├── RateLimitError                    (too many requests)
+    │   └── OverloadedError               (the guard queue is full: on_overload: reject)
     ├── ServiceUnavailableError           (still loading)
     ├── UpstreamError                     (the upstream LLM failed)
     │   └── UpstreamTimeoutError          (... or did not answer in time)
@@ -42,6 +43,7 @@ __all__ = [
     "InvalidParamsError",
     "ModelLoadError",
     "NotFoundError",
+    "OverloadedError",
     "PermissionDeniedError",
     "PolicyError",
     "RateLimitError",
@@ -92,6 +94,15 @@ class UnknownModelError(NotFoundError):
 
 class RateLimitError(GroundproxyError):
     pass
+
+
+class OverloadedError(RateLimitError):
+    """The guard's queue would not answer within the latency budget; retry after
+    ``retry_after_s`` seconds (sent as the ``retry-after`` header)."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class ServiceUnavailableError(GroundproxyError):

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 
+from groundproxy.errors import GuardTimeoutError
 from groundproxy.guards.lexicon import PRONOUN_SUBJECTS, is_verbish
 from groundproxy.guards.markdown import prose_blocks
-from groundproxy.guards.sentences import sentence_spans, trim_span
+from groundproxy.guards.sentences import Stop, sentence_spans, trim_span
 from groundproxy.guards.types import Claim
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d[\d,.]*")
@@ -110,15 +111,20 @@ def _trim_interjection(answer: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def decompose(answer: str) -> list[Claim]:
-    """Atomic claims of ``answer`` in reading order (see the module docstring)."""
+def decompose(answer: str, halt: Stop | None = None) -> list[Claim]:
+    """Atomic claims of ``answer`` in reading order (see the module docstring).
+
+    ``halt`` (true past the caller's deadline) is checked between blocks and sentence
+    windows: GuardTimeoutError then, so abandoned work stops."""
     claims: list[Claim] = []
     for block in prose_blocks(answer):
+        if halt is not None and halt():
+            raise GuardTimeoutError("guard stopped at its deadline")
         b_start, b_end = block.span
         if block.kind == "cell":
             sentences = [block.span]
         else:
-            sentences = sentence_spans(answer, b_start, b_end, join_lines=True)
+            sentences = sentence_spans(answer, b_start, b_end, join_lines=True, halt=halt)
         for s_start, s_end in sentences:
             s_start, s_end = _trim_interjection(answer, s_start, s_end)
             if _is_filler(answer[s_start:s_end]):

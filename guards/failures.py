@@ -3,22 +3,38 @@
 - guard disabled by the policy (``guard: false``): returned as is, marked unverified;
 - the guard failed (a backend error, a bad calibration file …): ``on_guard_error: annotate``
   returns it marked unverified (fail open, visibly); ``block`` refuses;
-- the guard ran past ``latency_budget_ms``: marked unverified, whatever ``on_guard_error``
-  says — the answer was not judged wrong, only not judged in time.
+- the guard ran past ``latency_budget_ms`` (or was shed before it started, see below): a
+  guard failure like any other — marked unverified under ``annotate``, refused under
+  ``block``, so a ``block`` tenant never gets unverified content, at any load.
+
+Admission (:func:`admission`): before a guard starts, the caller estimates its wait from
+the queue; when wait + guard time would pass the budget, ``on_overload`` decides: ``queue``
+(run anyway, within the budget), ``unverified`` (shed: the failure report at once) or
+``reject`` (:func:`overload_error`, HTTP 429 with ``retry-after``).
 """
 
 from __future__ import annotations
 
+import math
+from typing import Literal
+
 from groundproxy.guards.claims import decompose
-from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError
-from groundproxy.guards.types import ClaimResult, GuardReport, Probs
+from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError, OverloadedError
+from groundproxy.guards.sentences import Stop, fast_sentence_spans, guard_cut
+from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import Policy
 
 DISABLED = "guard disabled by policy"
 
 
 def unverified_report(
-    answer: str, policy: Policy, reason: str, *, latency_ms: float = 0.0, verifier: str = ""
+    answer: str,
+    policy: Policy,
+    reason: str,
+    *,
+    latency_ms: float = 0.0,
+    verifier: str = "",
+    halt: Stop | None = None,
 ) -> GuardReport:
     """The report for an answer that could not be verified (budget exceeded, guard error,
     guard disabled): text unchanged, T = 0.0, action "unverified", ``unverified`` True.
@@ -27,10 +43,15 @@ def unverified_report(
     action "unverified" and ``reason`` as explanation. Whether to block instead
     (``on_guard_error: block``) is :func:`failure_report`'s decision; ``policy`` is not
     consulted here.
+
+    The claims are those of the first ``policy.max_answer_chars``; once ``halt`` says time
+    is up, the sentences of the linear splitter instead (cheap for any answer size).
     """
-    del policy
+    cut = guard_cut(answer, policy.max_answer_chars)
     try:
-        claims = decompose(answer)
+        claims = decompose(answer[:cut], halt)
+    except GuardTimeoutError:
+        claims = [Claim(answer[s:e], (s, e)) for s, e in fast_sentence_spans(answer, 0, cut)]
     except Exception:  # the error path must not fail in turn
         claims = []
     unknown = Probs(0.0, 0.0, 1.0)
@@ -57,9 +78,9 @@ def unverified_report(
     )
 
 
-def disabled_report(answer: str, policy: Policy) -> GuardReport:
+def disabled_report(answer: str, policy: Policy, halt: Stop | None = None) -> GuardReport:
     """An answer of a tenant whose policy turns the guard off."""
-    return unverified_report(answer, policy, DISABLED)
+    return unverified_report(answer, policy, DISABLED, halt=halt)
 
 
 def budget_error(policy: Policy) -> GuardTimeoutError:
@@ -67,13 +88,61 @@ def budget_error(policy: Policy) -> GuardTimeoutError:
     return GuardTimeoutError(f"guard exceeded the latency budget of {policy.latency_budget_ms} ms")
 
 
-def failure_report(answer: str, policy: Policy, exc: Exception) -> GuardReport:
-    """The answer when guarding it failed with ``exc`` (module docstring): unverified, or
-    refused under ``on_guard_error: block`` unless the failure is the latency budget."""
+Admit = Literal["run", "shed", "reject"]
+
+
+def admission(policy: Policy, wait_s: float, guard_s: float) -> Admit:
+    """Whether a guard expected to wait ``wait_s`` then run ``guard_s`` seconds starts
+    (``run``), is shed (its failure report at once) or rejected (429)."""
+    if wait_s + guard_s <= policy.latency_budget_ms / 1000.0 or policy.on_overload == "queue":
+        return "run"
+    return "shed" if policy.on_overload == "unverified" else "reject"
+
+
+def shed_error(policy: Policy, wait_s: float) -> GuardTimeoutError:
+    """The failure that stands for a guard shed before it started."""
+    return GuardTimeoutError(
+        f"guard overloaded: an estimated wait of {wait_s * 1000.0:.0f} ms passes the "
+        f"latency budget of {policy.latency_budget_ms} ms"
+    )
+
+
+def overload_error(policy: Policy, wait_s: float) -> OverloadedError:
+    """The 429 for ``on_overload: reject``; retry once the queue ahead has drained."""
+    return OverloadedError(
+        f"the guard is overloaded (estimated wait {wait_s * 1000.0:.0f} ms, latency budget "
+        f"{policy.latency_budget_ms} ms); retry later",
+        retry_after_s=max(1, math.ceil(wait_s)),
+    )
+
+
+def failure_report(
+    answer: str, policy: Policy, exc: Exception, halt: Stop | None = None
+) -> GuardReport:
+    """The answer when guarding it failed with ``exc`` (a backend error, the latency budget,
+    shed under overload): unverified, or refused under ``on_guard_error: block``."""
     reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
-    report = unverified_report(answer, policy, reason)
-    if policy.on_guard_error == "block" and not isinstance(exc, GuardTimeoutError):
+    report = unverified_report(answer, policy, reason, halt=halt)
+    if policy.on_guard_error == "block":
         report.text = policy.actions.refusal
         report.action = "block"
         report.blocked = True
+    return report
+
+
+def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> GuardReport:
+    """``report`` of an answer's verified head, with the rest past ``max_answer_chars``:
+    appended and the answer marked unverified, or — under ``on_guard_error: block`` —
+    withheld, the refusal in its place (a block tenant never gets unverified content)."""
+    report.original += tail
+    if report.blocked:
+        return report
+    report.unverified = True
+    if policy.on_guard_error == "block":
+        report.text += "\n\n" + policy.actions.refusal
+        report.action = "block"
+        report.blocked = True
+    else:
+        report.text += tail
+        report.action = "unverified"
     return report

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 import pysbd
+
+from groundproxy.errors import GuardTimeoutError
 
 _WS = " \t\r\n\f\v"
 _ALNUM = re.compile(r"\w")
@@ -33,10 +36,42 @@ def trim_span(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _segment(text: str, start: int, stop: int, piece: str) -> list[tuple[int, int]]:
-    """pysbd over ``piece`` (== text[start:stop] up to newline replacement)."""
+Stop = Callable[[], bool]
+WINDOW_CHARS = 1000  # pysbd's cost grows faster than linearly: long pieces go in windows
+
+
+def _windows(piece: str) -> list[tuple[int, int]]:
+    """[start, end) windows of ``piece``, about WINDOW_CHARS each, cut only where the
+    linear splitter sees a sentence end (pysbd then refines each window)."""
+    if len(piece) <= WINDOW_CHARS:
+        return [(0, len(piece))]
+    windows: list[tuple[int, int]] = []
+    w_start = 0
+    for _, end in fast_sentence_spans(piece):
+        if end - w_start >= WINDOW_CHARS:
+            windows.append((w_start, end))
+            w_start = end
+    if w_start < len(piece):
+        windows.append((w_start, len(piece)))
+    return windows
+
+
+def _segment(
+    text: str, start: int, stop: int, piece: str, halt: Stop | None = None
+) -> list[tuple[int, int]]:
+    """pysbd over ``piece`` (== text[start:stop] up to newline replacement), window by
+    window; ``halt`` (true past the caller's deadline) is checked between windows."""
     if not _INNER_STOP.search(piece.rstrip(_TAIL)):
         return [(start, stop)]  # no sentence end inside: one sentence, skip pysbd
+    spans: list[tuple[int, int]] = []
+    for w_start, w_end in _windows(piece):
+        if halt is not None and halt():
+            raise GuardTimeoutError("guard stopped at its deadline")
+        spans += _segment_window(start + w_start, piece[w_start:w_end])
+    return spans
+
+
+def _segment_window(start: int, piece: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     cursor = 0
     for sent in _segmenter().segment(piece):
@@ -54,7 +89,12 @@ def _segment(text: str, start: int, stop: int, piece: str) -> list[tuple[int, in
 
 
 def sentence_spans(
-    text: str, start: int = 0, end: int | None = None, *, join_lines: bool = False
+    text: str,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    join_lines: bool = False,
+    halt: Stop | None = None,
 ) -> list[tuple[int, int]]:
     """Sentences of ``text[start:end]`` as trimmed [start, end) offsets into ``text``.
 
@@ -63,6 +103,7 @@ def sentence_spans(
     with no ".", "!", "?" or "…" before its end is one sentence without calling pysbd.
     ``join_lines`` treats single newlines as spaces instead (a soft-wrapped paragraph);
     offsets are unaffected (same length). Spans with no letter or digit are dropped.
+    ``halt`` (true past the caller's deadline) raises GuardTimeoutError between windows.
     """
     stop = len(text) if end is None else end
     if not text[start:stop].strip():
@@ -78,7 +119,7 @@ def sentence_spans(
             pos += len(line) + 1
     spans: list[tuple[int, int]] = []
     for p_start, p_stop, piece in pieces:
-        for s, e in _segment(text, p_start, p_stop, piece):
+        for s, e in _segment(text, p_start, p_stop, piece, halt):
             s, e = trim_span(text, s, e)
             if e > s and _ALNUM.search(text, s, e):
                 spans.append((s, e))
@@ -119,3 +160,12 @@ def fast_sentence_spans(text: str, start: int = 0, end: int | None = None) -> li
     if e > s and _ALNUM.search(text, s, e):
         spans.append((s, e))
     return spans
+
+
+def guard_cut(answer: str, cap: int) -> int:
+    """Where the verified part of ``answer`` ends: all of it up to ``cap`` characters, else
+    the last sentence end (or line end) before ``cap`` (``cap`` itself if none is near)."""
+    if len(answer) <= cap:
+        return len(answer)
+    cut = max(answer.rfind(sep, 0, cap) + len(sep) for sep in ("\n", ". ", "! ", "? "))
+    return cut if cut > cap // 2 else cap

@@ -26,9 +26,11 @@ from groundproxy.guards.decide import (
     resolve_threshold,
     trust_score,
 )
-from groundproxy.guards.errors import GroundproxyError, GuardError
+from groundproxy.guards.errors import GroundproxyError, GuardError, GuardTimeoutError
+from groundproxy.guards.failures import with_unverified_tail
 from groundproxy.guards.rewrite import Cited, render, rendered_trust
 from groundproxy.guards.rules import RuleResult, check_claim
+from groundproxy.guards.sentences import Stop, guard_cut
 from groundproxy.guards.types import (
     Claim,
     ClaimResult,
@@ -41,6 +43,10 @@ from groundproxy.guards.types import (
 from groundproxy.policies.schema import Policy
 
 EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
+# A long answer goes to the evidence search and the verifier in slices, ``halt`` checked
+# between them; an ordinary answer (a few claims) is one evidence call and one batch.
+CLAIM_BATCH = 16
+VERIFY_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,7 @@ class Verified:
     contradiction_min: float
     threshold: float | None = None  # a P(supported) override in force (calibrated)
     latency_ms: float = 0.0
+    tail: str = ""  # past policy.max_answer_chars: not verified, returned marked (apply)
 
 
 @dataclass
@@ -84,12 +91,21 @@ def verify(
     verifier: Verifier,
     evidence_for: EvidenceFn,
     threshold: float | None = None,
+    halt: Stop | None = None,
 ) -> Verified:
-    """Stage 1. Backend failures raise :class:`GuardError` (domain errors pass as they are)."""
+    """Stage 1. Backend failures raise :class:`GuardError` (domain errors pass as they are).
+
+    Only the first ``policy.max_answer_chars`` (cut at a sentence end) are verified; the
+    rest is :attr:`Verified.tail`, returned unverified by :func:`apply`. ``halt`` (true
+    once the caller's deadline passed) is checked between sentence windows, claims and
+    verifier batches: :class:`GuardTimeoutError` then, so abandoned work stops.
+    """
     started = time.perf_counter()
+    cut = guard_cut(answer, policy.max_answer_chars)
+    answer, tail = answer[:cut], answer[cut:]
     try:
-        claims = decompose(answer)
-        evidence = evidence_for(claims)
+        claims = decompose(answer, halt)
+        evidence = _evidence(evidence_for, claims, halt)
         rules: list[RuleResult] = [
             check_claim(c.text, [e.text for e in ev], policy.rules)
             for c, ev in zip(claims, evidence, strict=True)
@@ -105,7 +121,7 @@ def verify(
                 source = ev[rule.evidence_index].text
                 pairs.append(Pair(claim=rule.correction, evidence=source, question=question))
                 owners.append((i, -1))
-        scored = verifier.score(pairs) if pairs else []
+        scored = _score(verifier, pairs, halt)
     except GroundproxyError:
         raise
     except Exception as exc:  # a backend failed: the caller applies on_guard_error
@@ -129,7 +145,34 @@ def verify(
         contradiction_min=contradiction_bar(verifier),
         threshold=threshold,
         latency_ms=(time.perf_counter() - started) * 1000.0,
+        tail=tail,
     )
+
+
+def _check(halt: Stop | None) -> None:
+    if halt is not None and halt():
+        raise GuardTimeoutError("guard stopped at its deadline")
+
+
+def _evidence(
+    evidence_for: EvidenceFn, claims: list[Claim], halt: Stop | None
+) -> list[list[Evidence]]:
+    evidence: list[list[Evidence]] = []
+    for at in range(0, len(claims), CLAIM_BATCH):
+        _check(halt)
+        evidence += evidence_for(claims[at : at + CLAIM_BATCH])
+    _check(halt)
+    return evidence
+
+
+def _score(verifier: Verifier, pairs: list[Pair], halt: Stop | None) -> list[Probs]:
+    """The verifier's Probs for ``pairs``: one batch for an ordinary answer, batches of
+    VERIFY_BATCH for a long one, with ``halt`` checked between them."""
+    scored: list[Probs] = []
+    for at in range(0, len(pairs), VERIFY_BATCH):
+        _check(halt)
+        scored += verifier.score(pairs[at : at + VERIFY_BATCH])
+    return scored
 
 
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
@@ -175,7 +218,7 @@ def apply(verified: Verified, policy: Policy, segment: Segment | None = None) ->
             rendered.blocked = True
             rendered.action = "block"
     apply_ms = (time.perf_counter() - started) * 1000.0
-    return GuardReport(
+    report = GuardReport(
         original=answer,
         text=rendered.text,
         claims=results,
@@ -185,3 +228,4 @@ def apply(verified: Verified, policy: Policy, segment: Segment | None = None) ->
         latency_ms=verified.latency_ms + apply_ms,
         verifier=verified.verifier,
     )
+    return with_unverified_tail(report, verified.tail, policy) if verified.tail else report

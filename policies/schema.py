@@ -115,6 +115,13 @@ class Policy(_Strict):
     stream: Literal["buffer", "sentence"] = "sentence"
     on_guard_error: Literal["annotate", "block"] = "annotate"
     latency_budget_ms: int = Field(default=800, ge=1)
+    # When the guard queue would not answer within the budget (proxy.admission): wait
+    # anyway (queue), answer at once marked unverified (refused under on_guard_error:
+    # block), or answer 429 with retry-after (reject).
+    on_overload: Literal["queue", "unverified", "reject"] = "queue"
+    # Characters of an answer the guard verifies; the rest is returned marked unverified
+    # (withheld under on_guard_error: block).
+    max_answer_chars: int = Field(default=6000, ge=100)
     guard: bool = True
     traces: TracesPolicy = Field(default_factory=TracesPolicy)
 

@@ -23,6 +23,7 @@ from groundproxy.errors import (
     InvalidParamsError,
     ModelLoadError,
     NotFoundError,
+    OverloadedError,
     PermissionDeniedError,
     PolicyError,
     RateLimitError,
@@ -53,6 +54,7 @@ HTTP_ERRORS: dict[type[GroundproxyError], HttpError] = {
     NotFoundError: HttpError(404, "not_found_error", "not_found"),
     UnknownModelError: HttpError(404, "not_found_error", "model_not_found"),
     RateLimitError: HttpError(429, "rate_limit_error", "rate_limited"),
+    OverloadedError: HttpError(429, "rate_limit_error", "guard_overloaded"),
     ServiceUnavailableError: HttpError(503, "server_error", "not_ready"),
     UpstreamError: HttpError(502, "upstream_error", "upstream_error"),
     UpstreamTimeoutError: HttpError(504, "upstream_error", "upstream_timeout"),
@@ -100,7 +102,10 @@ def exception_body(exc: GroundproxyError) -> dict[str, Any]:
 
 
 def error_response(exc: GroundproxyError) -> JSONResponse:
-    return JSONResponse(exception_body(exc), status_code=http_error(exc).status)
+    headers = None
+    if isinstance(exc, OverloadedError):
+        headers = {"retry-after": str(exc.retry_after_s)}
+    return JSONResponse(exception_body(exc), status_code=http_error(exc).status, headers=headers)
 
 
 async def _groundproxy_error(_: Request, exc: Exception) -> JSONResponse:

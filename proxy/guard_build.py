@@ -10,6 +10,7 @@ them directly; :class:`proxy.guarding.GuardService` runs guards with them.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from groundproxy.guards.cache import VerdictCache
 from groundproxy.guards.types import Embedder, Verifier
 from groundproxy.models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
 from groundproxy.models.registry import VerifierRegistry, models_dir_for
+from groundproxy.proxy.admission import GuardQueue
 from groundproxy.proxy.calibration import CalibrationCache
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
@@ -95,6 +97,8 @@ class GuardParts:
     metrics: Metrics
     # Tenant-scoped LRU of verifier outputs; stats() → logs and the metrics endpoint.
     verdict_cache: VerdictCache = field(default_factory=VerdictCache)
+    # Guards waiting or running, at most `workers` at a time (proxy.admission).
+    queue: GuardQueue = field(default_factory=GuardQueue)
 
 
 def build_parts(
@@ -129,6 +133,7 @@ def build_parts(
         calibrations=storage.calibrations(),
         batching=batching,
         metrics=metrics,
+        queue=GuardQueue(_workers(settings)),
     )
     metrics.register_cache("verdict", functools.partial(_cache_of, parts))
     return parts
@@ -136,3 +141,12 @@ def build_parts(
 
 def _cache_of(parts: GuardParts) -> VerdictCache:
     return parts.verdict_cache  # read at each scrape: a bench may swap the cache
+
+
+def _workers(settings: Settings) -> int:
+    """Guards running at once: the setting, else one per core — or, with micro-batching on,
+    enough for a batch to form across concurrent guards."""
+    if settings.guard_workers > 0:
+        return settings.guard_workers
+    cores = os.cpu_count() or 1
+    return max(cores, settings.batch_max) if settings.batch_window_ms > 0 else cores

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -20,8 +20,15 @@ import anyio
 import structlog
 
 from groundproxy.guards.cache import CachingVerifier
-from groundproxy.guards.errors import GroundproxyError
-from groundproxy.guards.failures import budget_error, disabled_report, failure_report
+from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError
+from groundproxy.guards.failures import (
+    admission,
+    budget_error,
+    disabled_report,
+    failure_report,
+    overload_error,
+    shed_error,
+)
 from groundproxy.guards.pipeline import evidence_fn
 from groundproxy.guards.stages import Verified, apply, verify
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
@@ -35,6 +42,20 @@ log = structlog.get_logger(__name__)
 
 TENANT_INDEX: Literal["tenant"] = "tenant"  # the policy's index, from the index manager
 IndexChoice = EvidenceSource | None | Literal["tenant"]
+
+
+REPORT_S = 0.05  # the most a failure report spends on claims before the linear splitter
+
+
+async def off_loop(
+    fn: Callable[..., GuardReport], answer: str, policy: Policy, *args: object
+) -> GuardReport:
+    """``fn(answer, policy, *args, halt=...)`` (a :mod:`guards.failures` report) in a worker
+    thread, its claim splitting cut short after REPORT_S: the event loop never splits a
+    (possibly huge) answer, and an answer past its budget is not held much longer."""
+    end = time.monotonic() + REPORT_S
+    call = functools.partial(fn, answer, policy, *args, halt=lambda: time.monotonic() >= end)
+    return await anyio.to_thread.run_sync(call)
 
 
 class GuardService:
@@ -101,11 +122,13 @@ class GuardService:
         index: IndexChoice = TENANT_INDEX,
         threshold: float | None = None,
         cache: bool = True,
+        stop: Callable[[], bool] | None = None,
     ) -> Verified:
         """Stage 1 with the tenant's index, verdict cache and calibrated threshold.
 
         ``index`` replaces the tenant's (eval's temporary index, or None: request context
-        only); ``threshold`` the calibrated one. Failures raise (GroundproxyError).
+        only); ``threshold`` the calibrated one; ``stop`` (true once the caller gave up)
+        ends the work at verify's next check. Failures raise (GroundproxyError).
         """
         parts = self.parts
         verifier = self.verifier(policy.verifier.model)
@@ -123,6 +146,7 @@ class GuardService:
                 verifier=cached if cache else verifier,
                 evidence_for=evidence,
                 threshold=threshold,
+                halt=stop,
             )
         finally:
             parts.batching.leave()
@@ -154,6 +178,18 @@ class GuardService:
         )
         return apply(verified, policy)
 
+    def admit(self, policy: Policy) -> tuple[bool, float]:
+        """Admission control (:func:`guards.failures.admission`) from the guard queue's
+        estimate: (run the guard?, estimated wait in s). ``on_overload: reject`` past the
+        budget raises OverloadedError (429 + retry-after) — callable before the upstream
+        call, so a rejected request costs nothing upstream."""
+        wait_s, guard_s = self.parts.queue.estimate()
+        decision = admission(policy, wait_s, guard_s) if policy.guard else "run"
+        if decision == "reject":
+            self.parts.metrics.observe_overload(policy.tenant, "rejected")
+            raise overload_error(policy, wait_s)
+        return decision == "run", wait_s
+
     async def check(
         self,
         answer: str,
@@ -161,15 +197,25 @@ class GuardService:
         context: Sequence[tuple[str, str]],
         policy: Policy,
     ) -> Verified | GuardReport:
-        """Stage 1 in a worker thread within the policy's latency budget; on a failure or
-        past the budget, the report :mod:`guards.failures` decides instead."""
+        """Stage 1 in a worker thread (after the queue, :mod:`proxy.admission`) within the
+        policy's latency budget; when shed, on a failure or past the budget, the report
+        :mod:`guards.failures` decides instead (``on_guard_error: block`` refuses)."""
         budget_s = policy.latency_budget_ms / 1000.0
-        call = functools.partial(self.verify_sync, answer, question, list(context), policy)
+        run, wait_s = self.admit(policy)
+        if not run:
+            self.parts.metrics.observe_overload(policy.tenant, "shed")
+            return await off_loop(failure_report, answer, policy, shed_error(policy, wait_s))
+        queue = self.parts.queue
+        ticket = queue.enter(budget_s)
+        call = functools.partial(
+            self.verify_sync, answer, question, list(context), policy, stop=ticket.expired
+        )
         try:
             with anyio.fail_after(budget_s):
-                return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-        except TimeoutError:
+                return await queue.run(call, ticket)
+        except (TimeoutError, GuardTimeoutError):
             log.warning("guard_budget_exceeded", budget_ms=policy.latency_budget_ms)
+            self.parts.metrics.observe_overload(policy.tenant, "overrun")
             exc: Exception = budget_error(policy)
         except Exception as err:
             log.warning(
@@ -178,7 +224,7 @@ class GuardService:
                 error=err.message if isinstance(err, GroundproxyError) else str(err)[:200],
             )
             exc = err
-        return failure_report(answer, policy, exc)
+        return await off_loop(failure_report, answer, policy, exc)
 
     async def guard(
         self,
@@ -189,7 +235,7 @@ class GuardService:
     ) -> GuardReport:
         """One whole answer (buffer mode): both stages, budget and errors per the policy."""
         if not policy.guard:
-            return disabled_report(answer, policy)
+            return await off_loop(disabled_report, answer, policy)
         started = time.perf_counter()
         checked = await self.check(answer, question, context, policy)
         report = apply(checked, policy) if isinstance(checked, Verified) else checked

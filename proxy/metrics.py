@@ -7,6 +7,9 @@ What is measured:
 ``groundproxy_verdicts_total{tenant,verdict}``        claim verdicts
 ``groundproxy_actions_total{tenant,action}``          what the policy did to an answer
 ``groundproxy_guard_seconds{tenant}``                 guard time per answer (off the event loop)
+``groundproxy_guard_overload_total{tenant,outcome}``  guards not run in time: ``shed``
+                                                      (on_overload: unverified), ``rejected``
+                                                      (429), ``overrun`` (past the budget)
 ``groundproxy_upstream_seconds{tenant}``              upstream call time per completion
 ``groundproxy_cache_{hits,misses}`` / ``..._hit_ratio``  the verdict cache, read at scrape time
                                                       from any object with ``stats()``
@@ -143,6 +146,12 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.overloads = Counter(
+            "groundproxy_guard_overload",
+            "guards shed, rejected or past their latency budget",
+            ["tenant", "outcome"],
+            registry=r,
+        )
         self.upstream_seconds = Histogram(
             "groundproxy_upstream_seconds",
             "upstream call time",
@@ -171,6 +180,10 @@ class Metrics:
         self.actions.labels(tenant, report.action).inc()
         for claim in report.claims:
             self.verdicts.labels(tenant, str(claim.verdict)).inc()
+
+    def observe_overload(self, tenant: str, outcome: str) -> None:
+        """One guard ``shed``, ``rejected`` (429) or ``overrun`` (past its budget)."""
+        self.overloads.labels(tenant, outcome).inc()
 
     def observe_upstream(self, tenant: str, seconds: float) -> None:
         self.upstream_seconds.labels(tenant).observe(seconds)

@@ -30,6 +30,7 @@ from groundproxy.guards.report import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.errors import error_code, exception_body
+from groundproxy.proxy.guarding import off_loop
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
 from groundproxy.proxy.upstream import UpstreamStream
@@ -79,7 +80,7 @@ async def relay_events(
         return
     finally:
         await stream.aclose()
-    report: GuardReport = disabled_report("".join(text), loaded.policy)
+    report: GuardReport = await off_loop(disabled_report, "".join(text), loaded.policy)
     if on_report is not None:
         await on_report(report)
     last = out.last(out.finish or "stop", report_body(report, loaded.policy_id))

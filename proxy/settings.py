@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     # but 0.80x with lexical (bench/results/batching.txt).
     batch_window_ms: float = 0.0
     batch_max: int = 64
+    # Guards running at once (proxy.admission); 0: one per core (batch_max with batching on).
+    guard_workers: int = 0
     watch_policies: bool = True
     policy_poll_s: float = 1.0
     log_level: str = "info"

@@ -40,6 +40,7 @@ async def chat_completions(
     rid: RequestId,
 ) -> Response:
     upstream, guard = services
+    guard.admit(loaded.policy)  # on_overload: reject → 429 before the upstream is called
     trace = await trace_for(
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
     )

@@ -93,9 +93,12 @@ def test_failure_decisions() -> None:
     assert failed.claims[0].explanation == "verifier backend crashed"
     refused = failure_report(WRONG, strict, GuardError("verifier backend crashed"))
     assert refused.blocked and refused.text == strict.actions.refusal
-    late = failure_report(WRONG, strict, budget_error(strict))  # the budget fails open
+    # a budget overrun is a guard failure: annotate fails open, block refuses
     assert isinstance(budget_error(strict), GuardTimeoutError)
+    late = failure_report(WRONG, pol, budget_error(pol))
     assert late.action == "unverified" and late.text == WRONG and not late.blocked
+    late = failure_report(WRONG, strict, budget_error(strict))
+    assert late.blocked and late.action == "block" and late.text == strict.actions.refusal
     off = disabled_report(WRONG, pol)
     assert off.unverified and off.claims[0].explanation == "guard disabled by policy"
 

@@ -85,12 +85,10 @@ def test_slow_verifier_past_budget_is_unverified_never_a_hang(service: GuardServ
     assert report.claims and all(c.action == "unverified" for c in report.claims)
     assert all(c.verdict == "unverifiable" for c in report.claims)
     assert "latency budget" in report.claims[0].explanation
-    # past the budget even "block" fails open, visibly: the answer was not judged wrong
-    strict = guard(
-        service,
-        policy(verifier={"model": "test-slow"}, latency_budget_ms=200, on_guard_error="block"),
-    )
-    assert strict.action == "unverified" and strict.text == ANSWER
+    # a budget overrun is a guard failure: "block" refuses, never returns unverified content
+    pol = policy(verifier={"model": "test-slow"}, latency_budget_ms=200, on_guard_error="block")
+    strict = guard(service, pol)
+    assert strict.blocked and strict.action == "block" and strict.text == pol.actions.refusal
 
 
 def test_raising_verifier_annotate_marks_unverified(service: GuardService) -> None:

@@ -21,6 +21,7 @@ EXPECTED = {
     "NotFoundError": (404, "not_found_error", "not_found"),
     "UnknownModelError": (404, "not_found_error", "model_not_found"),
     "RateLimitError": (429, "rate_limit_error", "rate_limited"),
+    "OverloadedError": (429, "rate_limit_error", "guard_overloaded"),
     "ServiceUnavailableError": (503, "server_error", "not_ready"),
     "UpstreamError": (502, "upstream_error", "upstream_error"),
     "UpstreamTimeoutError": (504, "upstream_error", "upstream_timeout"),
@@ -57,3 +58,9 @@ def test_a_raise_site_code_wins_and_a_subclass_takes_its_base_row() -> None:
             "code": "upstream_timeout",
         }
     }
+
+
+def test_overloaded_answers_429_with_retry_after() -> None:
+    resp = error_response(domain.OverloadedError("guard queue full", retry_after_s=3))
+    assert resp.status_code == 429 and resp.headers["retry-after"] == "3"
+    assert json.loads(bytes(resp.body))["error"]["type"] == "rate_limit_error"
