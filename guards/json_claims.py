@@ -3,9 +3,10 @@ JSON itself is never broken.
 
 :func:`parse_json_answer` reads an answer that is JSON (``None`` when it is not);
 :func:`statements` lists the string values worth verifying (a few words with letters, not
-identifiers or enum-like tokens) with their path; :func:`claim_text` joins them into one
-text to verify (each on its own line, so claims never span two values) and remembers where
-each value starts, so a claim's span maps back to its value (:meth:`JsonClaims.value_of`).
+identifiers, names or enum-like tokens) with their path; :func:`claim_text` joins them into
+one text to verify (each a sentence on its own line, so claims never span two values) and
+remembers where each value starts, so a claim's span maps back to its value
+(:meth:`JsonClaims.value_of`).
 :func:`edit_values` applies per-value replacements, only to values whose schema (if any) is
 a plain string, so the result still validates. Pure logic: no I/O.
 """
@@ -36,7 +37,7 @@ def parse_json_answer(text: str) -> Any:
 
 def _statement(value: str) -> bool:
     words = value.split()
-    return len(words) >= 3 and any(ch.isalpha() for ch in value)
+    return len(words) >= 4 and any(ch.isalpha() for ch in value)
 
 
 def statements(doc: Any, path: Path = ()) -> list[tuple[Path, str]]:
@@ -75,8 +76,9 @@ def claim_text(doc: Any) -> JsonClaims:
     pos = 0
     for _, value in found.leaves:
         found.starts.append(pos)
-        parts.append(value)
-        pos += len(value) + 1
+        piece = value if value.rstrip()[-1:] in ".!?" else value + "."  # one sentence each
+        parts.append(piece)
+        pos += len(piece) + 1
     found.text = "\n".join(parts)
     return found
 

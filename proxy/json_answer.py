@@ -32,3 +32,32 @@ async def guard_json(
         text, found, report.claims, report.blocked, policy.actions.refusal, schema
     )
     return replace(report, original=text, text=content)
+
+
+class JsonHold:
+    """Sentence mode meets an answer that turns out to be JSON (its first visible character
+    is ``{`` or ``[``): the answer is held whole and guarded as JSON at the end, never
+    sentence by sentence (markers and sources would break it)."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+        self.is_json: bool | None = None  # None until the first visible character
+
+    def take(self, content: str) -> str:
+        """The part of ``content`` to stream as prose now ("" while held)."""
+        if self.is_json is False:
+            return content
+        self.held.append(content)
+        if self.is_json is None:
+            joined = "".join(self.held)
+            if not joined.strip():
+                return ""
+            self.is_json = joined.lstrip()[0] in "{["
+            if not self.is_json:
+                self.held.clear()
+                return joined
+        return ""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.held)
