@@ -9,12 +9,15 @@ from typing import Any
 
 import structlog
 
+from groundproxy.guards.json_claims import parse_json_answer, response_schema
 from groundproxy.guards.report import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.headers import response_headers
+from groundproxy.proxy.json_answer import guard_json
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.openai_shape import shape_completion
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.traces import TraceRequest, record_step
 from groundproxy.proxy.upstream import Upstream, resolve_model
@@ -63,26 +66,39 @@ async def guarded_completion(
     question = req.question()
     context = req.context_messages()
 
+    shape_completion(body)
+    _, schema = response_schema(req.passthrough().get("response_format"))
     reports: list[GuardReport] = []
+    dropped = False
     started = time.perf_counter()
     for choice in body.get("choices") or []:
         text = _answer_text(choice)
-        if text is None:
+        if text is None:  # no prose (e.g. only tool calls): nothing to verify
             continue
-        report = await guard.guard(text, question, context, policy)
+        doc = parse_json_answer(text) if policy.guard else None
+        if doc is not None:  # JSON stays JSON (asked for or not): its statements are claims
+            report = await guard_json(text, doc, schema, question, context, policy, guard)
+        else:
+            report = await guard.guard(text, question, context, policy)
         reports.append(report)
         choice["message"]["content"] = report.text
+        if report.text != text and choice.get("logprobs"):
+            choice["logprobs"] = None  # they described tokens the rewrite replaced
+            dropped = True
         if report.blocked:
             choice["finish_reason"] = "content_filter"
             choice["message"].pop("tool_calls", None)
         if len(body["choices"]) > 1:
             choice["groundproxy"] = report_body(report, loaded.policy_id)
+
     guard_ms = (time.perf_counter() - started) * 1000.0
     # No text to verify (e.g. only tool calls): nothing was claimed, nothing is at risk.
     report = reports[0] if reports else GuardReport("", "", [], trust=1.0, action="none")
     report.latency_ms = guard_ms
     step_id = new_step_id()
     body["groundproxy"] = report_body(report, loaded.policy_id)
+    if dropped:
+        body["groundproxy"]["notes"] = ["logprobs dropped: the answer was rewritten"]
     trace_id = None
     if trace is not None:  # multi-step traces: store this generation as a DAG node
         trace_id = await record_step(

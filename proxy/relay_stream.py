@@ -13,8 +13,9 @@ answer, 8.7 s, instead of 0.5 s). The contract of an unguarded answer is kept:
 - an upstream failure after the first byte: an OpenAI-shaped ``{"error": {...}}`` event,
   then ``[DONE]``; a client that disconnects closes the upstream stream.
 
-Requests that ask for tools or functions, or ``n > 1``, keep the buffered path (the
-flattened stream deltas carry text only).
+Tool-call and function-call deltas, logprobs and the fingerprint are relayed as they come;
+``stream_options.include_usage`` gets the usage in a final ``choices: []`` chunk. Requests
+with ``n > 1`` keep the buffered path.
 """
 
 from __future__ import annotations
@@ -31,22 +32,19 @@ from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import off_loop
+from groundproxy.proxy.openai_shape import wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
 from groundproxy.proxy.upstream import UpstreamStream
 
 log = structlog.get_logger(__name__)
 
-_TOOL_FIELDS = ("tools", "tool_choice", "functions", "function_call")
-
 
 def wants_relay(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
-    """Relay: a streamed request to an unguarded policy, one choice, no tools."""
-    extra = req.passthrough()
-    n = extra.get("n")
+    """Relay: a streamed request to an unguarded policy, one choice."""
+    n = req.passthrough().get("n")
     single = n is None or (isinstance(n, int) and n <= 1)
-    tools = any(extra.get(f) is not None for f in _TOOL_FIELDS)
-    return req.stream and not loaded.policy.guard and single and not tools
+    return req.stream and not loaded.policy.guard and single
 
 
 async def relay_events(
@@ -57,7 +55,7 @@ async def relay_events(
     on_report: Any = None,
 ) -> AsyncIterator[bytes]:
     """SSE bytes of one relayed answer; ``on_report`` (async) gets the final report."""
-    out = ChunkWriter(f"chatcmpl-{step_id}", req.model)
+    out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
     text: list[str] = []
     role_sent = False
     try:
@@ -71,8 +69,12 @@ async def relay_events(
             if d.content:
                 text.append(d.content)
                 delta["content"] = d.content
-            if delta:
-                yield out.chunk(delta)
+            if d.tool_calls:
+                delta["tool_calls"] = d.tool_calls
+            if d.function_call:
+                delta["function_call"] = d.function_call
+            if delta or d.logprobs:
+                yield out.chunk(delta, d.logprobs)
     except GroundproxyError as exc:
         log.warning("relay_stream_failed", error=exc.message, code=error_code(exc))
         yield sse(exception_body(exc))

@@ -37,6 +37,7 @@ from typing import Any
 import structlog
 
 from groundproxy.guards.errors import GroundproxyError
+from groundproxy.guards.json_claims import parse_json_answer
 from groundproxy.guards.report import report_body
 from groundproxy.guards.segments import Segment, SentenceSegmenter
 from groundproxy.guards.stages import Verified
@@ -44,6 +45,8 @@ from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.json_answer import JsonHold, guard_json
+from groundproxy.proxy.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
 from groundproxy.proxy.upstream import StreamDelta, Upstream, UpstreamStream, resolve_model
@@ -52,10 +55,13 @@ log = structlog.get_logger(__name__)
 
 
 def wants_sentence_mode(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
-    """Sentence mode: a streamed request, a guarded policy with ``stream: sentence``, n ≤ 1."""
-    n = req.passthrough().get("n")
+    """Sentence mode: a streamed request, a guarded policy with ``stream: sentence``, n ≤ 1,
+    no JSON ``response_format`` (JSON is guarded whole, in buffer mode)."""
+    extra = req.passthrough()
+    n = extra.get("n")
     single = n is None or (isinstance(n, int) and n <= 1)
-    return req.stream and loaded.policy.stream == "sentence" and loaded.policy.guard and single
+    sentence = loaded.policy.stream == "sentence" and loaded.policy.guard
+    return req.stream and sentence and single and not is_json_request(extra)
 
 
 class SentenceGuard:
@@ -117,15 +123,21 @@ async def sentence_events(
     guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages())
     state = guarded.answer
     segmenter = SentenceSegmenter()
-    out = ChunkWriter(f"chatcmpl-{step_id}", req.model)
+    out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
     role_sent = False
+    tokens: list[Any] = []  # upstream logprobs not yet sent (they ride on unchanged text)
+    hold, json_report = JsonHold(), None
 
     async def emit(segments: list[Segment]) -> AsyncIterator[bytes]:
         for seg in segments:
             text = await guarded.piece(seg)
+            logprobs = None
+            if tokens and text == seg.text:
+                logprobs = {"content": list(tokens), "refusal": None}
+            tokens.clear()  # a rewritten or withheld span's logprobs are dropped
             if text:
                 state.sent.append(text)
-                yield out.chunk({"content": text})
+                yield out.chunk({"content": text}, logprobs)
 
     try:
         async for d in stream:
@@ -134,9 +146,22 @@ async def sentence_events(
             if not role_sent:
                 role_sent = True
                 yield out.chunk({"role": d.role or "assistant", "content": ""})
-            if d.content and not state.blocked:
-                async for piece in emit(segmenter.feed(d.content)):
+            tokens.extend((d.logprobs or {}).get("content") or [])
+            prose = hold.take(d.content) if d.content and not state.blocked else ""
+            if prose:
+                async for piece in emit(segmenter.feed(prose)):
                     yield piece
+            calls = b"" if state.blocked else out.calls(d)  # never verified, never altered
+            if calls:
+                yield calls
+        doc = parse_json_answer(hold.text) if hold.is_json else None
+        if doc is not None:  # a JSON answer: guarded whole, stays JSON
+            json_report = await guard_json(
+                hold.text, doc, None, guarded.question, guarded.context, guarded.policy, guard
+            )
+            yield out.chunk({"content": json_report.text})
+        async for piece in emit(segmenter.feed(hold.text) if doc is None else []):
+            yield piece
         async for piece in emit(segmenter.flush()):
             yield piece
         tail = state.tail()
@@ -150,7 +175,7 @@ async def sentence_events(
         return
     finally:
         await stream.aclose()
-    report = state.report()
+    report = json_report or state.report()
     if on_report is not None:
         await on_report(report)
     finish = "content_filter" if report.blocked else (out.finish or "stop")

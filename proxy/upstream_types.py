@@ -4,8 +4,8 @@
   :class:`CompletionChoice` per choice (text, finish reason, and ``tool_calls`` /
   ``function_call`` / ``logprobs`` when the upstream sent them), ``usage`` and
   ``system_fingerprint``; ``body`` is the OpenAI-shaped dict the client gets (the
-  upstream's own for a plain call; for a collected stream the text-only body built by
-  :func:`collect`, as before: the tool-call fields are parsed into the choices, not sent).
+  upstream's own for a plain call; for a collected stream the body built by
+  :func:`collect`, tool calls, logprobs and fingerprint included).
 * :class:`StreamDelta` — one choice's part of one streamed chunk.
 * :class:`ChunkStream` — THE stream parser: any async iterable of OpenAI chunks (litellm's
   objects or plain dicts) → :class:`StreamDelta` s; a stream that ends without a
@@ -265,6 +265,17 @@ class _Choice:
         self.logprobs.extend((d.logprobs or {}).get("content") or [])
 
 
+def _choice_body(c: CompletionChoice) -> Json:
+    """One collected choice as OpenAI's ``chat.completion`` choice (tool calls included)."""
+    message: Json = {"role": c.role, "content": c.content}
+    if c.tool_calls:
+        message["tool_calls"] = c.tool_calls
+    if c.function_call:
+        message["function_call"] = c.function_call
+    return {"index": c.index, "message": message, "logprobs": c.logprobs,
+            "finish_reason": c.finish_reason}  # fmt: skip
+
+
 async def collect(stream: ChunkStream) -> UpstreamAnswer:
     """Read ``stream`` to its end into one :class:`Completion` (closing it either way). A
     stream with nothing but a finish chunk (what litellm synthesizes when the body held no
@@ -281,12 +292,13 @@ async def collect(stream: ChunkStream) -> UpstreamAnswer:
             by_index.setdefault(d.index, _Choice()).add(d)
     finally:
         await stream.aclose()
-    if not any(c.text or c.role for c in by_index.values()):
+    if not any(c.text or c.role or c.tool_calls or c.function_call for c in by_index.values()):
         raise _incomplete(stream.chunks)
     first = stream.first
     choices = [
         CompletionChoice(
-            index=i, role=c.role or "assistant", content="".join(c.text),
+            index=i, role=c.role or "assistant",
+            content="".join(c.text) or (None if c.tool_calls or c.function_call else ""),
             finish_reason=c.finish or "stop", tool_calls=c.tool_calls or None,
             function_call=c.function_call,
             logprobs={"content": c.logprobs} if c.logprobs else None,
@@ -298,12 +310,10 @@ async def collect(stream: ChunkStream) -> UpstreamAnswer:
         "object": "chat.completion",
         "created": first.get("created") or int(time.time()),
         "model": first.get("model"),
-        "choices": [
-            {"index": c.index, "message": {"role": c.role, "content": c.content},
-             "finish_reason": c.finish_reason}
-            for c in choices
-        ],
-    }  # fmt: skip
+        "choices": [_choice_body(c) for c in choices],
+    }
+    if fingerprint:
+        body["system_fingerprint"] = fingerprint
     if usage:
         body["usage"] = usage
     completion = Completion(

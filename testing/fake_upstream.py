@@ -3,7 +3,13 @@
 Used by ``groundproxy demo`` (when no ``OPENAI_API_KEY`` is set), by the end-to-end
 tests and by the benchmarks. Answers come from a JSON script: a list of
 ``{"match": "substring of the last user message", "answer": "..."}``; the first match wins,
-else the default answer. Model names switch on failure modes for tests:
+else the default answer. A rule may answer with tool calls too:
+``"tool_calls": [{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]``
+(``answer`` then is optional prose beside them; ``finish_reason`` is ``tool_calls``), or with
+a legacy ``"function_call": {"name": ..., "arguments": ...}``. Answers carry
+``system_fingerprint``; ``logprobs: true`` adds one logprob per word, and streams send a final
+``choices: []`` usage chunk when ``stream_options.include_usage`` is set.
+Model names switch on failure modes for tests:
 
 - ``fail-500`` → HTTP 500 with an OpenAI error body
 - ``fail-400`` → HTTP 400
@@ -41,67 +47,154 @@ from starlette.routing import Route
 DEFAULT_ANSWER = "I do not know."
 
 
-def pick_answer(script: list[dict[str, str]], body: dict[str, Any], default: str) -> str:
+FINGERPRINT = "fp_fake"
+
+
+def pick_rule(script: list[dict[str, Any]], body: dict[str, Any], default: str) -> dict[str, Any]:
+    """The first rule whose ``match`` is in the last user message, else the default answer."""
     last_user = ""
     for m in body.get("messages", []):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
             last_user = m["content"]
     for rule in script:
         if rule.get("match", "").lower() in last_user.lower():
-            return rule["answer"]
-    return default
+            return rule
+    return {"answer": default}
 
 
-def completion_body(answer: str, model: str) -> dict[str, Any]:
+def pick_answer(script: list[dict[str, Any]], body: dict[str, Any], default: str) -> str:
+    return str(pick_rule(script, body, default).get("answer") or "")
+
+
+def _tool_calls(rule: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"id": f"call_{i}_{c['name']}", "type": "function",
+         "function": {"name": c["name"], "arguments": c.get("arguments", "{}")}}
+        for i, c in enumerate(rule.get("tool_calls") or [])
+    ]  # fmt: skip
+
+
+def _finish(rule: dict[str, Any]) -> str:
+    if rule.get("tool_calls"):
+        return "tool_calls"
+    return "function_call" if rule.get("function_call") else "stop"
+
+
+def _logprobs(words: list[str]) -> dict[str, Any]:
+    return {
+        "content": [{"token": w, "logprob": -0.5, "bytes": list(w.encode()), "top_logprobs": []}
+                    for w in words],
+        "refusal": None,
+    }  # fmt: skip
+
+
+def _usage(answer: str) -> dict[str, Any]:
+    n = len(answer.split())
+    return {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}
+
+
+def completion_body(
+    answer: str, model: str, rule: dict[str, Any] | None = None, logprobs: bool = False
+) -> dict[str, Any]:
+    rule = rule or {}
+    message: dict[str, Any] = {
+        "role": "assistant", "content": answer or None, "refusal": None
+    }  # fmt: skip
+    if rule.get("tool_calls"):
+        message["tool_calls"] = _tool_calls(rule)
+    if rule.get("function_call"):
+        message["function_call"] = dict(rule["function_call"])
+    pieces = [w if i == 0 else " " + w for i, w in enumerate(answer.split(" "))] if answer else []
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
+        "system_fingerprint": FINGERPRINT,
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer},
-                "finish_reason": "stop",
+                "message": message,
+                "logprobs": _logprobs(pieces) if logprobs else None,
+                "finish_reason": _finish(rule),
             }
         ],
-        "usage": {
-            "prompt_tokens": 10,
-            "completion_tokens": len(answer.split()),
-            "total_tokens": 10 + len(answer.split()),
-        },
+        "usage": _usage(answer),
     }
 
 
-def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+def _chunk(
+    cid: str, model: str, delta: dict[str, Any], finish: str | None, **extra: Any
+) -> dict[str, Any]:
     return {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        "system_fingerprint": FINGERPRINT,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, **extra}],
     }
 
 
+def _tool_deltas(rule: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each tool call in two deltas (id and name, then the arguments), as OpenAI streams them."""
+    out: list[dict[str, Any]] = []
+    for i, call in enumerate(_tool_calls(rule)):
+        fn = call["function"]
+        out.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": fn["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
+        out.append({"tool_calls": [{"index": i, "function": {"arguments": fn["arguments"]}}]})
+    if rule.get("function_call"):
+        fc = rule["function_call"]
+        out.append({"function_call": {"name": fc["name"], "arguments": ""}})
+        out.append({"function_call": {"arguments": fc.get("arguments", "{}")}})
+    return out  # fmt: skip
+
+
 async def stream_chunks(
-    answer: str, model: str, cut: bool, drip_s: float = 0.0
+    answer: str,
+    model: str,
+    cut: bool,
+    drip_s: float = 0.0,
+    rule: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """The answer's chunks, a word each (``cut``: stop halfway, no finish chunk;
-    ``drip_s``: wait before each word)."""
+    ``drip_s``: wait before each word), then the rule's tool calls; ``options`` are the
+    request's ``logprobs`` / ``stream_options``."""
+    rule, options = rule or {}, options or {}
     cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
     yield _chunk(cid, model, {"role": "assistant", "content": ""}, None)
-    words = answer.split(" ")
+    words = answer.split(" ") if answer else []
     for i, w in enumerate(words):
         if cut and i >= len(words) // 2:
             return
         if drip_s:
             await asyncio.sleep(drip_s)
-        yield _chunk(cid, model, {"content": w if i == 0 else " " + w}, None)
-    yield _chunk(cid, model, {}, "stop")
+        piece = w if i == 0 else " " + w
+        extra = {"logprobs": _logprobs([piece])} if options.get("logprobs") else {}
+        yield _chunk(cid, model, {"content": piece}, None, **extra)
+    for delta in _tool_deltas(rule):
+        yield _chunk(cid, model, delta, None)
+    yield _chunk(cid, model, {}, _finish(rule))
+    if (options.get("stream_options") or {}).get("include_usage"):
+        yield {**_chunk(cid, model, {}, None), "choices": [], "usage": _usage(answer)}
 
 
-async def _stream(answer: str, model: str, cut: bool, drip_s: float = 0.0) -> AsyncIterator[bytes]:
-    async for data in stream_chunks(answer, model, cut, drip_s):
+async def _stream(
+    answer: str, model: str, cut: bool, drip_s: float, rule: dict[str, Any], body: dict[str, Any]
+) -> AsyncIterator[bytes]:
+    async for data in stream_chunks(answer, model, cut, drip_s, rule, body):
         yield f"data: {json.dumps(data)}\n\n".encode()
     if not cut:
         yield b"data: [DONE]\n\n"
@@ -148,7 +241,7 @@ def _echo_key(request: Request) -> JSONResponse:
     )
 
 
-def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> Starlette:
+def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> Starlette:
     state: dict[str, Any] = {"last": None}
     stats = {"started": 0, "finished": 0, "disconnected": 0, "inflight": 0}
 
@@ -202,7 +295,8 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
             return Response(status_code=499)
         if model == "bad-json":
             return Response(b"{this is not json", media_type="application/json")
-        answer = pick_answer(script, body, default)
+        rule = pick_rule(script, body, default)
+        answer = str(rule.get("answer") or "")
         if body.get("stream"):
             return StreamingResponse(
                 _stream(
@@ -210,10 +304,12 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
                     model,
                     cut=model == "cut-stream",
                     drip_s=float(model.removeprefix("drip-")) if model.startswith("drip-") else 0,
+                    rule=rule,
+                    body=body,
                 ),
                 media_type="text/event-stream",
             )
-        return JSONResponse(completion_body(answer, model))
+        return JSONResponse(completion_body(answer, model, rule, bool(body.get("logprobs"))))
 
     async def models(_: Request) -> Response:
         return JSONResponse(
@@ -240,7 +336,7 @@ def build_app(script: list[dict[str, str]], default: str = DEFAULT_ANSWER) -> St
     )
 
 
-def load_script(path: Path | None) -> tuple[list[dict[str, str]], str]:
+def load_script(path: Path | None) -> tuple[list[dict[str, Any]], str]:
     if path is None:
         return [], DEFAULT_ANSWER
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -26,7 +26,7 @@ from groundproxy.proxy.upstream_types import ChunkStream, Completion, UpstreamAn
 from groundproxy.testing.fake_upstream import (
     DEFAULT_ANSWER,
     completion_body,
-    pick_answer,
+    pick_rule,
     stream_chunks,
 )
 
@@ -59,14 +59,14 @@ class FakeUpstream:
     """Scripted in-process upstream (see the module docstring)."""
 
     def __init__(
-        self, rules: list[dict[str, str]] | None = None, default: str = DEFAULT_ANSWER
+        self, rules: list[dict[str, Any]] | None = None, default: str = DEFAULT_ANSWER
     ) -> None:
         self.rules = list(rules or [])
         self.default = default
         self.calls: list[FakeCall] = []
 
-    def _answer(self, messages: list[dict[str, Any]]) -> str:
-        return pick_answer(self.rules, {"messages": messages}, self.default)
+    def _rule(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return pick_rule(self.rules, {"messages": messages}, self.default)
 
     async def _open(
         self,
@@ -102,7 +102,9 @@ class FakeUpstream:
             return await collect(await self.stream(upstream, model, messages, extra))
         started = time.perf_counter()
         await self._open(upstream, model, messages, extra, stream=False)
-        body = completion_body(self._answer(messages), _bare(model))
+        rule = self._rule(messages)
+        answer = str(rule.get("answer") or "")
+        body = completion_body(answer, _bare(model), rule, bool(extra.get("logprobs")))
         return UpstreamAnswer(Completion.from_body(body), time.perf_counter() - started)
 
     async def stream(
@@ -115,7 +117,13 @@ class FakeUpstream:
         started = time.perf_counter()
         await self._open(upstream, model, messages, extra, stream=True)
         name = _bare(model)
+        rule = self._rule(messages)
         chunks = stream_chunks(
-            self._answer(messages), name, cut=name == "cut-stream", drip_s=_seconds(name, "drip-")
+            str(rule.get("answer") or ""),
+            name,
+            cut=name == "cut-stream",
+            drip_s=_seconds(name, "drip-"),
+            rule=rule,
+            options=extra,
         )
         return ChunkStream(chunks, _passthrough, started)

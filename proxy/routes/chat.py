@@ -15,6 +15,7 @@ from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.headers import NO_BUFFERING, response_headers
+from groundproxy.proxy.openai_shape import wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.relay_stream import relay_events, wants_relay
 from groundproxy.proxy.sentence_stream import (
@@ -67,7 +68,7 @@ async def chat_completions(
         return JSONResponse(done.body, headers=done.headers)
 
     def events() -> Iterator[bytes]:
-        yield from completion_to_chunks(done.body)
+        yield from completion_to_chunks(done.body, wants_usage(req.passthrough()))
 
     headers = {**done.headers, **NO_BUFFERING}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,6 +12,9 @@ from groundproxy.proxy.readiness import readiness_body
 from groundproxy.proxy.state import State
 
 router = APIRouter()
+
+# A model's ``created`` is a fixed date (it never changes between calls or processes).
+MODELS_CREATED = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
 @router.get("/healthz")
@@ -30,10 +32,10 @@ async def readyz(request: Request, state: State) -> JSONResponse:
 async def list_models(loaded: Tenant) -> dict[str, Any]:
     upstream = loaded.policy.upstream
     names = sorted(upstream.models) or [upstream.model]
-    now = int(time.time())
     return {
         "object": "list",
         "data": [
-            {"id": n, "object": "model", "created": now, "owned_by": "groundproxy"} for n in names
+            {"id": n, "object": "model", "created": MODELS_CREATED, "owned_by": "groundproxy"}
+            for n in names
         ],
     }

@@ -65,11 +65,14 @@ async def test_one_parser_collects_text_tool_calls_logprobs_and_fingerprint() ->
         "name": "get_weather", "arguments": '{"city": "Paris"}'}}]  # fmt: skip
     assert choice.logprobs == {"content": [{"token": "It", "logprob": -0.1}]}
     assert done.system_fingerprint == "fp_1" and done.usage and done.usage["total_tokens"] == 5
-    # the body the client gets is what it was before: id/created/model of the first chunk,
-    # the text, the finish reason, the usage
+    # the body the client gets: id/created/model of the first chunk, the text, the tool
+    # calls, the logprobs, the finish reason, the fingerprint, the usage
     assert answer.body == {
         "id": "c-1", "object": "chat.completion", "created": 7, "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "It is warm."},
+        "system_fingerprint": "fp_1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "It is warm.",
+                                             "tool_calls": choice.tool_calls},
+                     "logprobs": {"content": [{"token": "It", "logprob": -0.1}]},
                      "finish_reason": "tool_calls"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }  # fmt: skip

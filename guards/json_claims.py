@@ -1,0 +1,179 @@
+"""Structured (JSON) answers: the string values that state facts are the claims, and the
+JSON itself is never broken.
+
+:func:`parse_json_answer` reads an answer that is JSON (``None`` when it is not);
+:func:`statements` lists the string values worth verifying (a few words with letters, not
+identifiers, names or enum-like tokens) with their path; :func:`claim_text` joins them into
+one text to verify (each a sentence on its own line, so claims never span two values) and
+remembers where each value starts, so a claim's span maps back to its value
+(:meth:`JsonClaims.value_of`).
+:func:`edit_values` applies per-value replacements, only to values whose schema (if any) is
+a plain string, so the result still validates. Pure logic: no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+Path = tuple[str | int, ...]
+_MISSING = object()
+_PLAIN_STRING_KEYS = {"type", "description", "title", "examples", "default"}
+
+
+def parse_json_answer(text: str) -> Any:
+    """The answer's JSON document (an object or array), or ``None`` when it is not JSON."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        doc = json.loads(stripped)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict | list) else None
+
+
+def _statement(value: str) -> bool:
+    words = value.split()
+    return len(words) >= 4 and any(ch.isalpha() for ch in value)
+
+
+def statements(doc: Any, path: Path = ()) -> list[tuple[Path, str]]:
+    """Every string value in ``doc`` that reads like a statement, with its path."""
+    if isinstance(doc, dict):
+        return [leaf for k, v in doc.items() for leaf in statements(v, (*path, str(k)))]
+    if isinstance(doc, list):
+        return [leaf for i, v in enumerate(doc) for leaf in statements(v, (*path, i))]
+    if isinstance(doc, str) and _statement(doc):
+        return [(path, doc)]
+    return []
+
+
+@dataclass
+class JsonClaims:
+    """The statements of one JSON answer joined into one text to verify."""
+
+    doc: Any
+    leaves: list[tuple[Path, str]]
+    text: str = ""
+    starts: list[int] = field(default_factory=list)
+
+    def value_of(self, offset: int) -> int | None:
+        """The index of the value holding character ``offset`` of :attr:`text`."""
+        for i in range(len(self.starts) - 1, -1, -1):
+            if offset >= self.starts[i]:
+                end = self.starts[i] + len(self.leaves[i][1])
+                return i if offset < end else None
+        return None
+
+
+def claim_text(doc: Any) -> JsonClaims:
+    """``doc``'s statements, one per line (see the module docstring)."""
+    found = JsonClaims(doc, statements(doc))
+    parts: list[str] = []
+    pos = 0
+    for _, value in found.leaves:
+        found.starts.append(pos)
+        piece = value if value.rstrip()[-1:] in ".!?" else value + "."  # one sentence each
+        parts.append(piece)
+        pos += len(piece) + 1
+    found.text = "\n".join(parts)
+    return found
+
+
+def _schema_at(schema: Any, path: Path) -> Any:
+    """The sub-schema for ``path`` (``_MISSING`` when the schema does not say)."""
+    cur = schema
+    for step in path:
+        if not isinstance(cur, dict):
+            return _MISSING
+        if isinstance(step, int):
+            cur = cur.get("items", _MISSING)
+        else:
+            cur = (cur.get("properties") or {}).get(step, _MISSING)
+        if cur is _MISSING:
+            return _MISSING
+    return cur
+
+
+def plain_string_field(schema: dict[str, Any] | None, path: Path) -> bool:
+    """May the value at ``path`` be replaced by any string and still validate? True with no
+    schema, or when its schema is ``{"type": "string"}`` with no other constraint."""
+    if schema is None:
+        return True
+    sub = _schema_at(schema, path)
+    return isinstance(sub, dict) and sub.get("type") == "string" and set(sub) <= _PLAIN_STRING_KEYS
+
+
+def _set(doc: Any, path: Path, value: str) -> None:
+    cur = doc
+    for step in path[:-1]:
+        cur = cur[step]
+    cur[path[-1]] = value
+
+
+def edit_values(
+    found: JsonClaims, edits: dict[int, str], schema: dict[str, Any] | None
+) -> tuple[Any, list[int]]:
+    """A copy of the document with ``edits`` (value index → new text) applied where the
+    field is a plain string; returns it and the indexes that were edited."""
+    doc = copy.deepcopy(found.doc)
+    done: list[int] = []
+    for i, value in sorted(edits.items()):
+        path = found.leaves[i][0]
+        if path and plain_string_field(schema, path):
+            _set(doc, path, value)
+            done.append(i)
+    return doc, done
+
+
+def response_schema(response_format: Any) -> tuple[bool, dict[str, Any] | None]:
+    """``(asks for JSON, its JSON schema or None)`` for a request's ``response_format``."""
+    if not isinstance(response_format, dict):
+        return False, None
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return True, None
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return True, schema if isinstance(schema, dict) else None
+    return False, None
+
+
+def guarded_json(
+    original: str, found: JsonClaims, claims: list[Any], blocked: bool,
+    refusal: str, schema: dict[str, Any] | None,
+) -> str:  # fmt: skip
+    """The JSON answer after the guard: corrected / removed claims rewritten inside their
+    value, and on ``blocked`` every value holding a claim replaced by ``refusal`` — each only
+    where :func:`plain_string_field` allows it. No markers, no sources: when nothing may be
+    edited, the original text is returned byte for byte."""
+    edits: dict[int, list[tuple[int, int, str]]] = {}
+    for r in claims:
+        start, end = r.claim.span
+        i = found.value_of(start)
+        if i is None:
+            continue
+        if blocked:
+            edits[i] = [(0, len(found.leaves[i][1]), refusal)]
+            continue
+        if r.action not in ("corrected", "removed") or (i in edits and edits[i][0][2] == refusal):
+            continue
+        base = found.starts[i]
+        new = (r.correction or "") if r.action == "corrected" else ""
+        edits.setdefault(i, []).append(
+            (start - base, min(end - base, len(found.leaves[i][1])), new)
+        )
+    if not edits:
+        return original
+    values: dict[int, str] = {}
+    for i, spans in edits.items():
+        value = found.leaves[i][1]
+        for s, e, new in sorted(spans, reverse=True):
+            value = value[:s] + new + value[e:]
+        values[i] = " ".join(value.split())
+    doc, done = edit_values(found, values, schema)
+    return json.dumps(doc, ensure_ascii=False) if done else original
