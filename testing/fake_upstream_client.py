@@ -26,8 +26,10 @@ from groundproxy.proxy.upstream_types import ChunkStream, Completion, UpstreamAn
 from groundproxy.testing.fake_upstream import (
     DEFAULT_ANSWER,
     completion_body,
+    embedding_body,
     pick_answer,
     stream_chunks,
+    text_completion_body,
 )
 
 
@@ -119,3 +121,20 @@ class FakeUpstream:
             self._answer(messages), name, cut=name == "cut-stream", drip_s=_seconds(name, "drip-")
         )
         return ChunkStream(chunks, _passthrough, started)
+
+    async def embed(
+        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        await self._open(upstream, model, [], {**extra, "input": inputs}, stream=False)
+        return embedding_body(inputs, _bare(model)), time.perf_counter() - started
+
+    async def text_complete(
+        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        messages = [{"role": "user", "content": str(prompt)}]
+        await self._open(upstream, model, messages, extra, stream=False)
+        return text_completion_body(self._answer(messages), _bare(model)), (
+            time.perf_counter() - started
+        )
