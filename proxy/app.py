@@ -31,7 +31,7 @@ from groundproxy.proxy.routes import (
     responses,
 )
 from groundproxy.proxy.routes import metrics as metrics_route
-from groundproxy.proxy.routes.aliases import add_unprefixed_routes
+from groundproxy.proxy.routes.aliases import UnprefixedRoutes
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
 from groundproxy.proxy.storage import open_storage
@@ -128,8 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(responses.router)  # POST /v1/responses (guarded)
     app.include_router(completions.router)  # POST /v1/completions (guarded)
     app.include_router(embeddings.router)  # POST /v1/embeddings (passed through)
-    add_unprefixed_routes(app)  # the OpenAI routes without /v1 (last: sees every route)
     # innermost first; the request id is settled before the headers to forward are picked
+    app.add_middleware(UnprefixedRoutes)  # the OpenAI routes without /v1
     allow = header_names(settings.forward_headers)
     app.add_middleware(ForwardHeadersMiddleware, allow=allow)
     # inside RequestIdMiddleware: sees the tenant

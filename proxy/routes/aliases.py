@@ -1,25 +1,30 @@
 """The OpenAI routes without their ``/v1`` prefix (``POST /chat/completions`` …): clients
-configured with a base URL that lacks ``/v1`` reach the same handlers."""
+configured with a base URL that lacks ``/v1`` reach the same handlers.
+
+A pure-ASGI rewrite of the path before routing (the access log keeps the path the client
+sent); groundproxy's own API (``/v1/groundproxy/...``) keeps its one path.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from fastapi.routing import APIRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-KEPT_UNDER_V1 = ("/v1/groundproxy/",)  # groundproxy's own API keeps its one path
+OPENAI_ROUTES = ("/chat/completions", "/responses", "/completions", "/embeddings", "/models")
 
 
-def add_unprefixed_routes(app: FastAPI) -> None:
-    """For every ``/v1/...`` route (but groundproxy's own), the same route without ``/v1``."""
-    for route in list(app.router.routes):
-        if not isinstance(route, APIRoute) or not route.path.startswith("/v1/"):
-            continue
-        if route.path.startswith(KEPT_UNDER_V1):
-            continue
-        app.router.add_api_route(
-            route.path.removeprefix("/v1"),
-            route.endpoint,
-            methods=sorted(route.methods or ()),
-            response_model=None,
-            include_in_schema=False,
-        )
+def v1_path(path: str) -> str | None:
+    """``/models/x`` → ``/v1/models/x``; None for a path that is not an OpenAI route."""
+    for route in OPENAI_ROUTES:
+        if path == route or path.startswith(route + "/"):
+            return "/v1" + path
+    return None
+
+
+class UnprefixedRoutes:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (path := v1_path(str(scope.get("path", "")))):
+            scope = {**scope, "path": path, "raw_path": path.encode("latin-1")}
+        await self.app(scope, receive, send)
