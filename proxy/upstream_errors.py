@@ -37,7 +37,7 @@ from groundproxy.proxy.redact import redact
 log = structlog.get_logger(__name__)
 
 # "litellm.InternalServerError: InternalServerError: OpenAIException - upstream exploded"
-_WRAPPERS = re.compile(r"^(?:\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception)\s*(?::|-)\s*)+")
+_WRAPPERS = re.compile(r"^(?:\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception|Timeout)\s*(?::|-)\s*)+")
 _TAILS = (
     " Error_str:", " Received Model Group", " LiteLLM Retried", " No fallback model",
     " Original exception:",
