@@ -55,7 +55,13 @@ __all__ = [
 
 
 class GroundproxyError(Exception):
-    """Base of every error groundproxy raises on purpose."""
+    """Base of every error groundproxy raises on purpose.
+
+    ``retry_after`` (seconds, as the upstream's ``retry-after`` header said it) is set on
+    rate-limit and unavailability errors the upstream reported; the HTTP layer sends it on.
+    """
+
+    retry_after: str | None = None
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)

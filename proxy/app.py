@@ -9,15 +9,29 @@ from contextlib import ExitStack, asynccontextmanager
 import anyio
 import structlog
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from groundproxy.errors import GroundproxyError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.errors import install_error_handlers
+from groundproxy.proxy.forwarding import ForwardHeadersMiddleware, header_names
 from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.headers import EXPOSED_HEADERS
 from groundproxy.proxy.metrics import MetricsMiddleware
 from groundproxy.proxy.middleware import RequestIdMiddleware
-from groundproxy.proxy.routes import admin, chat, check, inspector, meta, provenance
+from groundproxy.proxy.routes import (
+    admin,
+    chat,
+    check,
+    completions,
+    embeddings,
+    inspector,
+    meta,
+    provenance,
+    responses,
+)
 from groundproxy.proxy.routes import metrics as metrics_route
+from groundproxy.proxy.routes.aliases import UnprefixedRoutes
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
 from groundproxy.proxy.storage import open_storage
@@ -111,7 +125,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(provenance.router)
     app.include_router(metrics_route.router)
     app.include_router(inspector.router)  # the verdict inspector page (/ui) and its JSON
+    app.include_router(responses.router)  # POST /v1/responses (guarded)
+    app.include_router(completions.router)  # POST /v1/completions (guarded)
+    app.include_router(embeddings.router)  # POST /v1/embeddings (passed through)
+    # innermost first; the request id is settled before the headers to forward are picked
+    app.add_middleware(UnprefixedRoutes)  # the OpenAI routes without /v1
+    allow = header_names(settings.forward_headers)
+    app.add_middleware(ForwardHeadersMiddleware, allow=allow)
     # inside RequestIdMiddleware: sees the tenant
     app.add_middleware(MetricsMiddleware, metrics=app.state.gp.metrics)
     app.add_middleware(RequestIdMiddleware)
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if origins:  # CORS is off unless the deployment names origins; outermost (preflights)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=list(EXPOSED_HEADERS),
+        )
     return app

@@ -1,4 +1,5 @@
-"""``Authorization: Bearer KEY`` → the tenant whose policy lists the key's sha256 hash.
+"""``Authorization: Bearer KEY`` (or ``api-key: KEY``) → the tenant whose policy lists the
+key's sha256 hash.
 
 Routes take the tenant as a FastAPI dependency (``loaded: Tenant``, ``AdminTenant`` or
 ``ReaderTenant``): the key is checked and the tenant bound into structlog's contextvars (the
@@ -20,11 +21,15 @@ from groundproxy.proxy.state import app_state
 
 
 def bearer_key(request: Request) -> str:
+    """The key from ``Authorization: Bearer KEY``, or Azure OpenAI's ``api-key: KEY``."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
+    if not header and request.headers.get("api-key", "").strip():
+        return request.headers["api-key"].strip()
     if scheme.lower() != "bearer" or not key.strip():
         raise AuthenticationError(
             "missing API key: send 'Authorization: Bearer <key>' (OPENAI_API_KEY in the SDK)"
+            " or 'api-key: <key>'"
         )
     return key.strip()
 

@@ -60,7 +60,7 @@ async def guarded_completion(
     answer = await upstream.complete(
         policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
     )
-    metrics.observe_upstream(policy.tenant, answer.seconds)
+    metrics.observe_upstream(policy.tenant, answer.seconds, answer.completion.usage)
     body = answer.body
     body["model"] = req.model
     question = req.question()

@@ -102,7 +102,9 @@ def exception_body(exc: GroundproxyError) -> dict[str, Any]:
 
 
 def error_response(exc: GroundproxyError) -> JSONResponse:
-    headers = None
+    """The error's response, with ``retry-after`` for an overload (ours) or when the
+    upstream sent one."""
+    headers = {"retry-after": exc.retry_after} if exc.retry_after else None
     if isinstance(exc, OverloadedError):
         headers = {"retry-after": str(exc.retry_after_s)}
     return JSONResponse(exception_body(exc), status_code=http_error(exc).status, headers=headers)
@@ -116,11 +118,26 @@ async def _groundproxy_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc)
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def _routing_message(request: Request, status: int, detail: str) -> tuple[str, str | None]:
+    """Starlette's bare "Not Found" / "Method Not Allowed" → a sentence naming the request."""
+    where = f"{request.method} {request.url.path}"
+    if status == 404 and detail == "Not Found":
+        return (
+            f"Unknown request URL: {where}. groundproxy serves the OpenAI API under /v1 "
+            "(chat/completions, responses, completions, embeddings, models).",
+            "unknown_url",
+        )
+    if status == 405:
+        return f"Method not allowed: {where}.", "method_not_allowed"
+    return detail, None
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     etype = _STATUS_TYPES.get(exc.status_code, "server_error")
+    message, code = _routing_message(request, exc.status_code, str(exc.detail))
     return JSONResponse(
-        error_body(str(exc.detail), etype, None, None),
+        error_body(message, etype, None, code),
         status_code=exc.status_code,
         headers=getattr(exc, "headers", None),
     )

@@ -17,6 +17,12 @@ from groundproxy.guards.report import header_safe, report_headers
 from groundproxy.guards.types import GuardReport
 
 Mode = Literal["buffer", "sentence", "relay"]
+# what a browser app may read from a cross-origin response (CORS ``expose_headers``)
+EXPOSED_HEADERS = (
+    "x-request-id", "x-groundproxy-trust", "x-groundproxy-action", "x-groundproxy-claims",
+    "x-groundproxy-citations", "x-groundproxy-policy", "x-groundproxy-latency-ms",
+    "x-groundproxy-step-id", "x-groundproxy-stream", "x-groundproxy-trace-id", "retry-after",
+)  # fmt: skip
 NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}  # streamed responses
 
 

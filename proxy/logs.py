@@ -1,5 +1,11 @@
 """structlog set-up: request id and tenant ride in contextvars; JSON when not on a TTY.
 
+Every line is one JSON object: structlog's own, and the standard library's (uvicorn's
+``uvicorn.error``, litellm, httpx …) through the same renderer
+(``structlog.stdlib.ProcessorFormatter``), tracebacks included as a field. The access log
+is groundproxy's own (``groundproxy.access``, written by ``proxy.metrics.MetricsMiddleware``);
+uvicorn's is off. ``level`` (``GROUNDPROXY_LOG_LEVEL``) applies to both.
+
 Prompt and answer bodies and keys are never logged by default.
 """
 
@@ -10,26 +16,63 @@ import sys
 
 import structlog
 
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the ``sys.stderr`` of the moment (a test's capture stream is closed later)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: object) -> None:
+        pass
+
+
+def log_level(level: str) -> int:
+    return logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+
 
 def configure_logging(level: str = "info", json: bool | None = None) -> None:
-    """Configure structlog (and route stdlib logging through the same level)."""
+    """Configure structlog, and route stdlib logging (uvicorn's too) through its renderer."""
     if json is None:
         json = not sys.stderr.isatty()
-    lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    logging.basicConfig(level=lvl, stream=sys.stderr, format="%(message)s")
-    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "sentence_transformers"):
-        logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
+    lvl = log_level(level)
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     )
+    shared: list[structlog.types.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    handler = _StderrHandler()
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    # replace only a handler of ours (a test runner's own handlers stay)
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _StderrHandler)]
+    root.addHandler(handler)
+    root.setLevel(lvl)
+    for name in UVICORN_LOGGERS:  # no handlers of their own: they reach the root's
+        logger = logging.getLogger(name)
+        logger.handlers[:] = []
+        logger.propagate = True
+        logger.setLevel(lvl)
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,

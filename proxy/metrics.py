@@ -10,7 +10,10 @@ What is measured:
 ``groundproxy_guard_overload_total{tenant,outcome}``  guards not run in time: ``shed``
                                                       (on_overload: unverified), ``rejected``
                                                       (429), ``overrun`` (past the budget)
-``groundproxy_upstream_seconds{tenant}``              upstream call time per completion
+``groundproxy_upstream_seconds{tenant}``              upstream time per answer (every mode:
+                                                      a stream until its last chunk)
+``groundproxy_tokens_total{tenant,kind}``             prompt/completion tokens the upstream
+                                                      reported in ``usage``
 ``groundproxy_cache_{hits,misses}`` / ``..._hit_ratio``  the verdict cache, read at scrape time
                                                       from any object with ``stats()``
 ``groundproxy_verifier_batch_size``                   pairs per verifier batch (``observe_batch``)
@@ -37,6 +40,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from groundproxy.guards.types import GuardReport
 
+access_log = structlog.get_logger("groundproxy.access")
+
 LATENCY_BUCKETS = (
     0.001,
     0.0025,
@@ -60,6 +65,9 @@ LATENCY_BUCKETS = (
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _ROUTES = {
     "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/v1/completions": "completions",
+    "/v1/embeddings": "embeddings",
     "/v1/models": "models",
     "/v1/groundproxy/documents": "documents",
     "/metrics": "metrics",
@@ -76,8 +84,12 @@ class StatsSource(Protocol):
 
 def route_label(path: str) -> str:
     """A bounded label for a request path (unknown paths share one label)."""
+    if not path.startswith("/v1/") and f"/v1{path}" in _ROUTES:
+        path = f"/v1{path}"  # the same routes without /v1
     if path in _ROUTES:
         return _ROUTES[path]
+    if path.startswith(("/v1/models/", "/models/")):
+        return "models"
     if path.startswith("/v1/groundproxy/"):
         return "groundproxy"
     return "other"
@@ -159,6 +171,9 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.tokens = Counter(
+            "groundproxy_tokens", "upstream tokens (usage)", ["tenant", "kind"], registry=r
+        )
         self.batch_size = Histogram(
             "groundproxy_verifier_batch_size",
             "pairs per verifier batch",
@@ -185,8 +200,18 @@ class Metrics:
         """One guard ``shed``, ``rejected`` (429) or ``overrun`` (past its budget)."""
         self.overloads.labels(tenant, outcome).inc()
 
-    def observe_upstream(self, tenant: str, seconds: float) -> None:
+    def observe_upstream(
+        self, tenant: str, seconds: float, usage: Mapping[str, Any] | None = None
+    ) -> None:
+        """One answer's upstream time, and its token counts when the upstream sent usage."""
         self.upstream_seconds.labels(tenant).observe(seconds)
+        self.observe_usage(tenant, usage)
+
+    def observe_usage(self, tenant: str, usage: Mapping[str, Any] | None) -> None:
+        for kind in ("prompt", "completion"):
+            n = (usage or {}).get(f"{kind}_tokens")
+            if isinstance(n, int) and n > 0:
+                self.tokens.labels(tenant, kind).inc(n)
 
     def observe_batch(self, pairs: int) -> None:
         self.batch_size.observe(pairs)
@@ -207,7 +232,8 @@ class Metrics:
 
 class MetricsMiddleware:
     """Pure ASGI: counts every request by tenant (bound by the route into structlog's
-    contextvars), route label and status; times it until the last body byte."""
+    contextvars), route label and status; times it until the last body byte; writes the
+    access log line (method, path, status, tenant, latency; never a body)."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -231,4 +257,12 @@ class MetricsMiddleware:
         finally:
             tenant = str(structlog.contextvars.get_contextvars().get("tenant") or "-")
             self.metrics.requests.labels(tenant, route, str(status["code"])).inc()
-            self.metrics.request_seconds.labels(route).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.metrics.request_seconds.labels(route).observe(seconds)
+            access_log.info(
+                "request",
+                method=scope.get("method"),
+                status=status["code"],
+                tenant=tenant,
+                latency_ms=round(seconds * 1000.0, 1),
+            )

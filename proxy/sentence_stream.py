@@ -89,12 +89,9 @@ class SentenceGuard:
         started = time.perf_counter()
         checked = await self.guard.check(seg.text, self.question, self.context, self.policy)
         seconds = time.perf_counter() - started
-        if isinstance(checked, Verified):
-            text, report = state.verified(checked, seg.offset, seconds * 1000.0)
-        else:
-            text, report = state.unverified(checked, seg.offset, seconds * 1000.0), checked
-        self.guard.observe(self.policy, report, seconds)
-        return text
+        if isinstance(checked, Verified):  # metrics: once per answer (sentence_events)
+            return state.verified(checked, seg.offset, seconds * 1000.0)[0]
+        return state.unverified(checked, seg.offset, seconds * 1000.0)
 
 
 async def open_sentence_stream(
@@ -176,6 +173,7 @@ async def sentence_events(
     finally:
         await stream.aclose()
     report = json_report or state.report()
+    guard.observe(loaded.policy, report, report.latency_ms / 1000.0)  # once per answer
     if on_report is not None:
         await on_report(report)
     finish = "content_filter" if report.blocked else (out.finish or "stop")

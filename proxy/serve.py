@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groundproxy.proxy.logs import configure_logging
+from groundproxy.proxy.logs import configure_logging, log_level
 from groundproxy.proxy.settings import Settings
 
 
@@ -17,8 +17,9 @@ def serve(settings: Settings) -> int:
         app,
         host=settings.host,
         port=settings.port,
-        log_level="warning",
-        access_log=False,
+        log_level=log_level(settings.log_level),
+        log_config=None,  # uvicorn's loggers go through structlog's JSON (proxy.logs)
+        access_log=False,  # the access log is groundproxy's own (proxy.metrics)
         lifespan="on",
         timeout_graceful_shutdown=10,
     )

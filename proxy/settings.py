@@ -45,3 +45,8 @@ class Settings(BaseSettings):
     metrics_public: bool = False
     # PostgreSQL + pgvector shared by several replicas (proxy.storage); unset: embedded files.
     database_url: str | None = None
+    # Client headers forwarded to the upstream besides x-request-id (comma-separated names;
+    # credentials never are): proxy.forwarding.
+    forward_headers: str = ""
+    # Browser origins allowed by CORS (comma-separated, "*" for any); empty: CORS off.
+    cors_origins: str = ""

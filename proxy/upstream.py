@@ -14,15 +14,11 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.errors import (
-    BadRequestError,
-    RateLimitError,
-    UnknownModelError,
-    UpstreamError,
-    UpstreamTimeoutError,
-)
+from groundproxy.guards.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
-from groundproxy.proxy.redact import redact, remember_secret
+from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.redact import remember_secret
+from groundproxy.proxy.upstream_errors import is_connection_drop, map_upstream_error
 from groundproxy.proxy.upstream_types import (
     ChunkStream,
     Completion,
@@ -35,7 +31,8 @@ from groundproxy.proxy.upstream_types import (
 
 __all__ = [
     "ChunkStream", "Completion", "StreamDelta", "Upstream", "UpstreamAnswer", "UpstreamClient",
-    "UpstreamStream", "map_upstream_error", "resolve_model", "upstream_kwargs",
+    "UpstreamStream", "is_connection_drop", "map_upstream_error", "resolve_model",
+    "upstream_kwargs",
 ]  # fmt: skip
 
 log = structlog.get_logger(__name__)
@@ -76,7 +73,6 @@ OPENAI_CHAT_PARAMS = frozenset(
         "logprobs",
         "max_completion_tokens",
         "max_tokens",
-        "metadata",
         "modalities",
         "n",
         "parallel_tool_calls",
@@ -112,6 +108,9 @@ def upstream_kwargs(
     providers); every other client field rides in ``extra_body``, so it reaches the upstream
     untouched and can never steer litellm itself (``api_base``, ``api_key``,
     ``mock_response``, credentials …): routing and keys come from the policy alone.
+    ``metadata`` rides there too (litellm keeps its own ``metadata`` keyword for itself).
+    The request's ``x-request-id`` and the allow-listed client headers
+    (:mod:`proxy.forwarding`) go as ``extra_headers``.
     """
     kwargs: dict[str, Any] = {k: v for k, v in extra.items() if k in OPENAI_CHAT_PARAMS}
     unknown = {k: v for k, v in extra.items() if k not in OPENAI_CHAT_PARAMS}
@@ -124,6 +123,9 @@ def upstream_kwargs(
         num_retries=0,
         max_retries=0,
     )
+    headers = forwarded_headers()
+    if headers:
+        kwargs["extra_headers"] = headers
     if upstream.api_base:
         kwargs["api_base"] = upstream.api_base
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
@@ -135,35 +137,6 @@ def upstream_kwargs(
         # the client library refuses to send a request without one.
         kwargs["api_key"] = "groundproxy-no-key"
     return kwargs
-
-
-def is_connection_drop(exc: BaseException) -> bool:
-    """Did the connection fail before any answer (not a timeout, not an HTTP status)?
-
-    litellm re-wraps openai's ``APIConnectionError`` (sometimes as a 500
-    ``InternalServerError``), so the whole ``__cause__``/``__context__`` chain is read.
-    """
-    import httpx
-    import openai
-
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
-            return False
-        if isinstance(
-            cur,
-            openai.APIConnectionError
-            | httpx.ConnectError
-            | httpx.RemoteProtocolError
-            | httpx.ReadError,
-        ):
-            return True
-        if "Connection error" in str(getattr(cur, "message", "")):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False
 
 
 class UpstreamClient:
@@ -225,32 +198,31 @@ class UpstreamClient:
             raise self._map(exc) from exc
         return ChunkStream(raw, self._map, started)
 
+    async def _plain(self, call: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        try:
+            resp = await getattr(self._litellm, call)(**kwargs)
+            body: dict[str, Any] = resp.model_dump(exclude_none=True)
+        except Exception as exc:
+            raise self._map(exc) from exc
+        return body, time.perf_counter() - started
 
-def _upstream_message(exc: Exception) -> str:
-    msg = str(getattr(exc, "message", "") or exc)
-    for prefix in ("litellm.", "OpenAIException - "):
-        msg = msg.replace(prefix, "")
-    return redact(msg.strip())[:2000] or type(exc).__name__
+    async def embed(
+        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        """``litellm.aembedding``: the body as the upstream sent it (nothing to guard)."""
+        kwargs = upstream_kwargs(upstream, model, [], {})
+        del kwargs["messages"], kwargs["num_retries"]
+        for name in ("dimensions", "encoding_format", "user"):
+            if extra.get(name) is not None:
+                kwargs[name] = extra[name]
+        return await self._plain("aembedding", {**kwargs, "input": inputs})
 
-
-def map_upstream_error(exc: Exception, litellm: Any) -> Exception:
-    """litellm/openai errors → our tree; anything else → a generic upstream error."""
-    if isinstance(exc, UpstreamError | BadRequestError):
-        return exc
-    msg = _upstream_message(exc)
-    log.warning(
-        "upstream_error", error_type=type(exc).__name__, status=getattr(exc, "status_code", None)
-    )
-    if isinstance(exc, litellm.Timeout):
-        return UpstreamTimeoutError(f"upstream timed out: {msg}")
-    if isinstance(exc, litellm.RateLimitError):
-        return RateLimitError(f"upstream rate limit: {msg}")
-    if isinstance(exc, litellm.BadRequestError) and not isinstance(
-        exc, litellm.AuthenticationError
-    ):
-        return BadRequestError(f"upstream rejected the request: {msg}")
-    if isinstance(exc, litellm.APIConnectionError):
-        return UpstreamError(f"upstream unreachable: {msg}", code="upstream_unreachable")
-    status = getattr(exc, "status_code", None)
-    prefix = f"upstream returned {status}" if status else "upstream error"
-    return UpstreamError(f"{prefix}: {msg}")
+    async def text_complete(
+        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        """``litellm.atext_completion`` (a ``text-completion-openai/`` model calls the
+        upstream's ``/v1/completions``; litellm turns others into a chat call)."""
+        kwargs = upstream_kwargs(upstream, model, [], extra)
+        del kwargs["messages"]
+        return await self._plain("atext_completion", {**kwargs, "prompt": prompt})

@@ -132,7 +132,9 @@ class UpstreamStream(Protocol):
 class Upstream(Protocol):
     """The upstream LLM as the proxy sees it. ``complete`` returns a whole answer (with
     ``stream`` the upstream streams and the chunks are collected); ``stream`` opens a
-    stream, raising connection and status errors before any byte reaches the client."""
+    stream, raising connection and status errors before any byte reaches the client.
+    ``embed`` (``POST /v1/embeddings``) and ``text_complete`` (legacy ``/v1/completions``)
+    return the upstream's OpenAI body as it is, and the seconds the call took."""
 
     async def complete(
         self,
@@ -146,6 +148,14 @@ class Upstream(Protocol):
     async def stream(
         self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json
     ) -> UpstreamStream: ...
+
+    async def embed(
+        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json
+    ) -> tuple[Json, float]: ...
+
+    async def text_complete(
+        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: Json
+    ) -> tuple[Json, float]: ...
 
 
 def _incomplete(chunks: int) -> UpstreamError:

@@ -19,11 +19,17 @@ Model names switch on failure modes for tests:
   (and another key-shaped string), as some providers do
 - ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
 - ``drip-<seconds>`` → a stream that waits ``<seconds>`` before each word
+- ``fail-429`` / ``fail-503`` → HTTP 429 / 503 with an OpenAI error body and ``retry-after: 7``
+
+``POST /v1/embeddings`` answers a small deterministic vector per input (``embedding_body``);
+``POST /v1/completions`` (legacy text completions) answers the script's answer for the
+prompt as ``choices[0].text`` (streamed too).
 
 ``GET /_stats`` counts requests ``started``/``finished``, those whose client went away while
 waiting or streaming (``disconnected``), and ``inflight`` (for fault tests).
 
-``GET /_last`` returns the last request body it received (for pass-through tests).
+``GET /_last`` returns the last request body it received, ``GET /_last_headers`` its
+headers (for pass-through tests).
 
 Run: ``python -m groundproxy.testing.fake_upstream --port 8099 [--script FILE]``.
 """
@@ -60,6 +66,35 @@ def pick_rule(script: list[dict[str, Any]], body: dict[str, Any], default: str) 
         if rule.get("match", "").lower() in last_user.lower():
             return rule
     return {"answer": default}
+
+
+def embedding_body(inputs: str | list[Any], model: str) -> dict[str, Any]:
+    """One 8-dimensional vector per input, derived from the input's characters."""
+    items = [inputs] if isinstance(inputs, str) else list(inputs)
+    data = []
+    for i, item in enumerate(items):
+        text = str(item)
+        vec = [((sum(map(ord, text)) * (k + 1)) % 97) / 97.0 for k in range(8)]
+        data.append({"object": "embedding", "index": i, "embedding": vec})
+    tokens = sum(len(str(item).split()) for item in items)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return {"object": "list", "data": data, "model": model, "usage": usage}
+
+
+def text_completion_body(answer: str, model: str) -> dict[str, Any]:
+    """A legacy ``text_completion`` body (``POST /v1/completions``)."""
+    body = completion_body(answer, model)
+    body["id"] = body["id"].replace("chatcmpl-", "cmpl-")
+    body["object"] = "text_completion"
+    body["choices"] = [{"index": 0, "text": answer, "logprobs": None, "finish_reason": "stop"}]
+    return body
+
+
+def _status_error(status: int) -> JSONResponse:
+    """``fail-429`` / ``fail-503``: an OpenAI error body and a ``retry-after`` header."""
+    kind = "rate_limit_exceeded" if status == 429 else "overloaded"
+    error = {"message": f"upstream says {kind}", "type": kind, "param": None, "code": kind}
+    return JSONResponse({"error": error}, status_code=status, headers={"retry-after": "7"})
 
 
 def pick_answer(script: list[dict[str, Any]], body: dict[str, Any], default: str) -> str:
@@ -242,16 +277,17 @@ def _echo_key(request: Request) -> JSONResponse:
 
 
 def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> Starlette:
-    state: dict[str, Any] = {"last": None}
+    state: dict[str, Any] = {"last": None, "headers": None}
     stats = {"started": 0, "finished": 0, "disconnected": 0, "inflight": 0}
 
     async def chat(request: Request) -> Response:
         body = await request.json()
-        state["last"] = body
+        state["last"], state["headers"] = body, dict(request.headers)
         model = str(body.get("model", ""))
         stats["started"] += 1
         stats["inflight"] += 1
-        if body.get("stream") and model not in ("fail-500", "fail-400", "bad-json", "echo-key"):
+        failing = ("fail-500", "fail-400", "fail-429", "fail-503", "bad-json", "echo-key")
+        if body.get("stream") and model not in failing:
             resp = await _answer(request, body, model)
             if isinstance(resp, StreamingResponse):
                 resp.body_iterator = _counted(resp.body_iterator, stats)
@@ -277,6 +313,8 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             )
         if model == "echo-key":
             return _echo_key(request)
+        if model in ("fail-429", "fail-503"):
+            return _status_error(int(model.removeprefix("fail-")))
         if model == "fail-400":
             return JSONResponse(
                 {
@@ -322,6 +360,39 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
     async def last(_: Request) -> Response:
         return JSONResponse(state["last"])
 
+    async def last_headers(_: Request) -> Response:
+        return JSONResponse(state["headers"])
+
+    async def embeddings(request: Request) -> Response:
+        body = await request.json()
+        state["last"], state["headers"] = body, dict(request.headers)
+        model = str(body.get("model", ""))
+        if model.startswith("fail-"):
+            return _status_error(429 if model == "fail-429" else 503)
+        return JSONResponse(embedding_body(body.get("input", ""), model))
+
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        state["last"], state["headers"] = body, dict(request.headers)
+        model = str(body.get("model", ""))
+        prompt = body.get("prompt", "")
+        prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+        answer = pick_answer(script, {"messages": [{"role": "user", "content": prompt}]}, default)
+        if not body.get("stream"):
+            return JSONResponse(text_completion_body(answer, model))
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async for data in stream_chunks(answer, model, cut=False):
+                choice = data["choices"][0]
+                text = choice["delta"].get("content", "")
+                data["object"] = "text_completion"
+                data["choices"] = [{"index": 0, "text": text, "logprobs": None,
+                                    "finish_reason": choice["finish_reason"]}]  # fmt: skip
+                yield f"data: {json.dumps(data)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
     async def get_stats(_: Request) -> Response:
         return JSONResponse(stats)
 
@@ -330,7 +401,10 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
             Route("/_last", last),
+            Route("/_last_headers", last_headers),
             Route("/_stats", get_stats),
         ]
     )

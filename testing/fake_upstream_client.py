@@ -26,8 +26,10 @@ from groundproxy.proxy.upstream_types import ChunkStream, Completion, UpstreamAn
 from groundproxy.testing.fake_upstream import (
     DEFAULT_ANSWER,
     completion_body,
+    embedding_body,
     pick_rule,
     stream_chunks,
+    text_completion_body,
 )
 
 
@@ -127,3 +129,19 @@ class FakeUpstream:
             options=extra,
         )
         return ChunkStream(chunks, _passthrough, started)
+
+    async def embed(
+        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        await self._open(upstream, model, [], {**extra, "input": inputs}, stream=False)
+        return embedding_body(inputs, _bare(model)), time.perf_counter() - started
+
+    async def text_complete(
+        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        messages = [{"role": "user", "content": str(prompt)}]
+        await self._open(upstream, model, messages, extra, stream=False)
+        answer = str(self._rule(messages).get("answer") or "")
+        return text_completion_body(answer, _bare(model)), (time.perf_counter() - started)

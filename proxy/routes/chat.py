@@ -15,6 +15,8 @@ from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.headers import NO_BUFFERING, response_headers
+from groundproxy.proxy.metered import MeteredStream
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.openai_shape import wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.relay_stream import relay_events, wants_relay
@@ -47,7 +49,9 @@ async def chat_completions(
     )
     if wants_sentence_mode(req, loaded) or wants_relay(req, loaded):
         # stream: sentence (proxy.sentence_stream), or unguarded: relayed (proxy.relay_stream)
-        return await _incremental_response(request, req, loaded, upstream, guard, rid, trace)
+        return await _incremental_response(
+            request, req, loaded, upstream, guard, rid, trace, state.metrics
+        )
     try:
         done = await cancel_on_disconnect(
             request,
@@ -82,13 +86,15 @@ async def _incremental_response(
     guard: GuardService,
     rid: str,
     trace: TraceRequest | None,
+    metrics: Metrics,
 ) -> Response:
     """Open the upstream stream first (its errors keep their status), then stream it as
     it comes: sentence by sentence once verified, or relayed when the guard is off."""
     try:
-        stream = await cancel_on_disconnect(request, open_sentence_stream(req, loaded, upstream))
+        opened = await cancel_on_disconnect(request, open_sentence_stream(req, loaded, upstream))
     except ClientDisconnected:
         return Response(status_code=499)
+    stream = MeteredStream(opened, metrics, loaded.policy.tenant)  # upstream time, tokens
     step_id = new_step_id()
 
     async def on_report(report: GuardReport) -> None:
