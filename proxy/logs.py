@@ -22,7 +22,7 @@ UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to the ``sys.stderr`` of the moment (a test's capture stream is closed later)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> object:
         return sys.stderr
 
