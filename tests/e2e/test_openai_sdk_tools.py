@@ -14,6 +14,7 @@ from typing import Any
 import openai
 import pytest
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel
 
 from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
@@ -27,8 +28,12 @@ TOOLS: list[Any] = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
     for name in ("get_weather", "get_time")
 ]
-ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
-ASK_JSON = [{"role": "user", "content": "Answer as json: the warranty?"}]
+ASK_WEATHER: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the weather in Paris?"}
+]
+ASK_JSON: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Answer as json: the warranty?"}
+]
 
 
 class Warranty(BaseModel):
@@ -81,7 +86,7 @@ def test_tool_calls_non_streamed_and_streamed(base_url: str, tenant: str) -> Non
     raw = c.chat.completions.with_raw_response.create(
         model="gpt-4o-mini",
         messages=ASK_WEATHER,
-        tools=TOOLS,  # type: ignore[arg-type]
+        tools=TOOLS,
     )
     check("CreateChatCompletionResponse", raw.http_response.json())
     done = raw.parse()
@@ -92,7 +97,7 @@ def test_tool_calls_non_streamed_and_streamed(base_url: str, tenant: str) -> Non
     with c.chat.completions.stream(
         model="gpt-4o-mini",
         messages=ASK_WEATHER,
-        tools=TOOLS,  # type: ignore[arg-type]
+        tools=TOOLS,
     ) as stream:
         events = [e.type for e in stream]
         final = stream.get_final_completion()
@@ -102,7 +107,7 @@ def test_tool_calls_non_streamed_and_streamed(base_url: str, tenant: str) -> Non
     assert (final.choices[0].message.content or "").startswith("Let me look that up")
     # plain create(stream=True): deltas in order with their indices
     chunks = list(c.chat.completions.create(
-        model="gpt-4o-mini", messages=ASK_WEATHER, tools=TOOLS, stream=True  # type: ignore[arg-type]
+        model="gpt-4o-mini", messages=ASK_WEATHER, tools=TOOLS, stream=True
     ))  # fmt: skip
     indices = [t.index for ch in chunks for t in (ch.choices[0].delta.tool_calls or [])
                if ch.choices]  # fmt: skip
@@ -115,7 +120,7 @@ def test_json_schema_and_json_mode_parse(base_url: str, tenant: str) -> None:
     parsed = c.chat.completions.parse(
         model="gpt-4o-mini",
         messages=ASK_JSON,
-        response_format=Warranty,  # type: ignore[arg-type]
+        response_format=Warranty,
     )
     got = parsed.choices[0].message.parsed
     assert got is not None and got.months == 24 and got.product == "Acme vacuum robot"
@@ -126,7 +131,7 @@ def test_json_schema_and_json_mode_parse(base_url: str, tenant: str) -> None:
     with c.chat.completions.stream(
         model="gpt-4o-mini",
         messages=ASK_JSON,
-        response_format=Warranty,  # type: ignore[arg-type]
+        response_format=Warranty,
     ) as stream:
         final = stream.get_final_completion()
     assert final.choices[0].message.parsed == got
@@ -139,9 +144,11 @@ def test_json_schema_and_json_mode_parse(base_url: str, tenant: str) -> None:
 @pytest.mark.parametrize("tenant", TENANTS)
 def test_include_usage_and_logprobs(base_url: str, tenant: str) -> None:
     c = client(base_url, tenant)
-    ask = [{"role": "user", "content": "How long is the warranty?"}]
+    ask: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "How long is the warranty?"}
+    ]
     chunks = list(c.chat.completions.create(
-        model="gpt-4o-mini", messages=ask, stream=True,  # type: ignore[arg-type]
+        model="gpt-4o-mini", messages=ask, stream=True,
         stream_options={"include_usage": True}, logprobs=True,
     ))  # fmt: skip
     assert chunks[-1].choices == [] and chunks[-1].usage and chunks[-1].usage.total_tokens > 0
@@ -149,7 +156,7 @@ def test_include_usage_and_logprobs(base_url: str, tenant: str) -> None:
     done = c.chat.completions.create(
         model="gpt-4o-mini",
         messages=ask,
-        logprobs=True,  # type: ignore[arg-type]
+        logprobs=True,
     )
     logprobs = done.choices[0].logprobs
     if tenant == "loose":  # untouched answer: its logprobs describe its tokens

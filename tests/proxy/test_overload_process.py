@@ -112,7 +112,7 @@ async def _one(client: httpx.AsyncClient, tenant: str) -> tuple[str, str, dict[s
     if not stream:
         body = resp.json()
         return tenant, body["choices"][0]["message"]["content"], body["groundproxy"]
-    content, verdict = "", {}
+    content, verdict = "", dict[str, Any]()
     for line in resp.text.splitlines():
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
