@@ -12,6 +12,10 @@
   The shared nearby word keeps "won the award in 1980" from being "corrected" by
   "was born in 1950"; and the evidence sentence must hold at least half of the claim's
   content words (it must speak of the same thing), else there is no correction.
+- Polarity (:mod:`guards.polarity`): evidence states a value only when it asserts it as
+  the claim does; a value the evidence mentions only to deny it ("It was never 10
+  years") is a *mismatch* with no correction ("evidence denies 10 years") unless another
+  value of the same slot gives one.
 - ``entities_need_evidence``: every named-entity phrase of the claim must be mentioned
   by some evidence (case-insensitive, possessive "'s" ignored); otherwise *missing*.
 """
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.entities import mentions, named_entities
+from groundproxy.guards.polarity import denied
 from groundproxy.guards.quantities import Quantity, extract_quantities
 from groundproxy.policies.schema import RulesPolicy
 
@@ -93,13 +98,26 @@ def _aligned(claim_words: set[str], sentence: str) -> bool:
     return len(claim_words & _content_words(sentence)) / len(claim_words) >= ALIGN_RECALL
 
 
-def _present(q: Quantity, evidence_qs: Sequence[Sequence[Quantity]]) -> bool:
-    for qs in evidence_qs:
+def _same(q: Quantity, e: Quantity) -> bool:
+    units_ok = not q.unit or not e.unit or q.unit_key() == e.unit_key()
+    return units_ok and q.same_value(e)
+
+
+def _stated(
+    q: Quantity, negated: bool, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
+) -> tuple[bool, int | None]:
+    """(some evidence states q's value with the claim's polarity, the first evidence that
+    states it with the other polarity — denies it — or None)."""
+    denial: int | None = None
+    for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
         for e in qs:
-            units_ok = not q.unit or not e.unit or q.unit_key() == e.unit_key()
-            if units_ok and q.same_value(e):
-                return True
-    return False
+            if not _same(q, e):
+                continue
+            if denied(text, e.span[0]) == negated:
+                return True, None
+            if denial is None:
+                denial = idx
+    return False, denial
 
 
 def _comparable(q: Quantity, e: Quantity) -> bool:
@@ -170,7 +188,8 @@ def check_claim(
     mismatch_at: int | None = None
     notes: list[str] = []
     for q in extract_quantities(claim):
-        if _present(q, evidence_qs):
+        stated, denial = _stated(q, denied(claim, q.span[0]), evidence, evidence_qs)
+        if stated:
             continue
         found = _find_mismatch(claim, q, evidence, evidence_qs)
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
@@ -178,6 +197,10 @@ def check_claim(
             mismatches.append((q.display, e.display))
             swaps.append(_replacement(q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
+        elif denial is not None and (mismatch_at is None or denial == mismatch_at):
+            mismatch_at = denial
+            mismatches.append((q.display, f"not {q.display}"))
+            notes.append(f"evidence denies {q.display}, claim asserts it")
         elif rules.numbers_need_evidence:
             missing.append(q.display)
             notes.append(f"claim states {q.display}; no evidence states it")

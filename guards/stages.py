@@ -23,6 +23,7 @@ from groundproxy.guards.decide import (
     below_floor,
     contradiction_bar,
     decide_claim,
+    model_threshold,
     resolve_threshold,
     trust_score,
 )
@@ -63,6 +64,7 @@ class Verified:
     verifier: str
     contradiction_min: float
     threshold: float | None = None  # a P(supported) override in force (calibrated)
+    model_threshold: float | None = None  # the verifier's fitted one (threshold: model)
     latency_ms: float = 0.0
 
 
@@ -128,13 +130,14 @@ def verify(
         verifier=verifier.name,
         contradiction_min=contradiction_bar(verifier),
         threshold=threshold,
+        model_threshold=model_threshold(verifier),
         latency_ms=(time.perf_counter() - started) * 1000.0,
     )
 
 
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
-    tau = resolve_threshold(policy, verified.threshold)
+    tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
     return [
         decide_claim(
             s.claim,
