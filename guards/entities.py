@@ -14,7 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
 from groundproxy.guards.lexicon import COMMON_CAPITALIZED, MONTHS, WEEKDAYS
+
+# A label and its number: "Item 150", "Room 12", "Flight 370", "No. 5", "#3".
+_IDENTIFIER = re.compile(r"(?<![\w#])(?:([A-Z][a-z]+|[A-Z]{2,})\.?\s?|#)(\d+[A-Za-z]?)\b(?![.,]\d)")
 
 _TOKEN = re.compile(r"[A-Za-z][\w'’.&-]*[\w]|[A-Za-z]|&|[.!?:;]|[,()\"“”\[\]|*/]")
 _CONNECTORS = frozenset({"of", "the", "de", "da", "del", "la", "le", "van", "von", "&", "for"})
@@ -25,6 +30,7 @@ _POSSESSIVE_END = re.compile(r"['’]s?$")
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _DATE_WORDS = frozenset(MONTHS) | WEEKDAYS
 _SKIP_LEADING = COMMON_CAPITALIZED | _CONNECTORS
+_NOT_LABELS = ENGLISH_STOP_WORDS | {"just", "around", "roughly", "some", "top", "under", "over"}
 
 
 def _is_capitalized(tok: str) -> bool:
@@ -89,6 +95,32 @@ def named_entities(text: str) -> list[str]:
         sentence_start = False
         i = j
     return phrases
+
+
+def identifiers(text: str) -> list[tuple[str, tuple[int, int]]]:
+    """Label-and-number identifiers ("Item 150") of ``text`` with the span of the number:
+    the number names a thing, it is not a quantity, and a passage is about that thing only
+    when it names it whole ("Item 50" is not "Item 150")."""
+    out: list[tuple[str, tuple[int, int]]] = []
+    for m in _IDENTIFIER.finditer(text):
+        label, number = m.group(1), m.group(2)
+        if label is not None and _not_a_label(label):
+            continue
+        if number.isdigit() and len(number) == 4 and 1000 <= int(number) <= 2100:
+            continue  # "Paris 2024": a year
+        out.append((m.group(0), m.span(2)))
+    return out
+
+
+def _not_a_label(word: str) -> bool:
+    low = word.lower()
+    return low in _SKIP_LEADING or low in _DATE_WORDS or low in _NOT_LABELS or low.endswith("ly")
+
+
+def names_all(needles: Sequence[str], text: str) -> bool:
+    """Does ``text`` name every identifier in ``needles`` as a whole phrase?"""
+    hay = f" {normalize(text)} "
+    return all(f" {normalize(n)} " in hay for n in needles)
 
 
 def normalize(text: str) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from groundproxy.guards.entities import mentions, named_entities
+from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
 from groundproxy.guards.polarity import denied
 from groundproxy.guards.quantities import Quantity, extract_quantities
 from groundproxy.policies.schema import RulesPolicy
@@ -151,17 +151,26 @@ def _value_text(q: Quantity, e: Quantity) -> str:
     return ev
 
 
+def _quantities(text: str) -> list[Quantity]:
+    """The quantities of ``text`` but the numbers of its identifiers ("Item 150")."""
+    ids = [span for _, span in identifiers(text)]
+    return [q for q in extract_quantities(text) if not any(s <= q.span[0] < e for s, e in ids)]
+
+
 def _find_mismatch(
     claim: str,
     q: Quantity,
     evidence: Sequence[str],
     evidence_qs: Sequence[Sequence[Quantity]],
+    about: Sequence[bool],
 ) -> tuple[int, Quantity] | None:
     near = _near_words(claim, q)
     if not near:
         return None
     claim_words = _content_words(claim) - {q.unit}
     for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
+        if not about[idx]:
+            continue  # a passage about another item corrects nothing
         best: tuple[int, Quantity] | None = None
         for e in qs:
             if not _comparable(q, e) or q.same_value(e):
@@ -181,23 +190,29 @@ def check_claim(
 ) -> RuleResult:
     """Check ``claim``'s numbers and names against ``evidence`` (best first)."""
     rules = rules or RulesPolicy()
-    evidence_qs = [extract_quantities(t) for t in evidence]
+    evidence_qs = [_quantities(t) for t in evidence]
+    claim_ids = [name for name, _ in identifiers(claim)]
+    claim_names = named_entities(claim)
+    # passages about the claim's item: naming its identifiers and its named entities
+    about = [
+        names_all(claim_ids, t) and all(mentions(n, [t]) for n in claim_names) for t in evidence
+    ]
     missing: list[str] = []
     mismatches: list[tuple[str, str]] = []
     swaps: list[tuple[tuple[int, int], str]] = []
     mismatch_at: int | None = None
     notes: list[str] = []
-    for q in extract_quantities(claim):
+    for q in _quantities(claim):
         stated, denial = _stated(q, denied(claim, q.span[0]), evidence, evidence_qs)
         if stated:
             continue
-        found = _find_mismatch(claim, q, evidence, evidence_qs)
+        found = _find_mismatch(claim, q, evidence, evidence_qs, about)
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
             mismatch_at, e = found
             mismatches.append((q.display, e.display))
             swaps.append(_replacement(q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
-        elif denial is not None and (mismatch_at is None or denial == mismatch_at):
+        elif denial is not None and about[denial] and mismatch_at in (None, denial):
             mismatch_at = denial
             mismatches.append((q.display, f"not {q.display}"))
             notes.append(f"evidence denies {q.display}, claim asserts it")
@@ -205,7 +220,11 @@ def check_claim(
             missing.append(q.display)
             notes.append(f"claim states {q.display}; no evidence states it")
     if rules.entities_need_evidence:
-        for name in named_entities(claim):
+        for name in claim_ids:
+            if not any(names_all([name], t) for t in evidence):
+                missing.append(name)
+                notes.append(f"claim names {name}; no evidence mentions it")
+        for name in claim_names:
             if not mentions(name, evidence):
                 missing.append(name)
                 notes.append(f"claim names {name}; no evidence mentions it")
