@@ -30,12 +30,12 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
 from groundproxy.guards.polarity import denied
-from groundproxy.guards.quantities import Quantity, extract_quantities
+from groundproxy.guards.quantities import UNITS, Quantity, extract_quantities
 from groundproxy.policies.schema import RulesPolicy
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
 ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")  # any script: "Garantie", "保証期間は"
 _CURRENCIES = "$€£¥"
 
 
@@ -53,6 +53,8 @@ class RuleResult:
     correction: str | None = None
     explanation: str = ""
     evidence_index: int | None = None
+    # (claim value, evidence value) of each mismatch that gave the correction
+    swaps: list[tuple[Quantity, Quantity]] = field(default_factory=list)
 
 
 def _stem(word: str) -> str:
@@ -186,13 +188,22 @@ def _find_mismatch(
 
 
 def check_claim(
-    claim: str, evidence: Sequence[str], rules: RulesPolicy | None = None
+    claim: str,
+    evidence: Sequence[str],
+    rules: RulesPolicy | None = None,
+    pool: Sequence[str] = (),
 ) -> RuleResult:
-    """Check ``claim``'s numbers and names against ``evidence`` (best first)."""
+    """Check ``claim``'s numbers and names against ``evidence`` (best first).
+
+    ``pool``: more texts (the evidence found for the answer's other claims) in which a
+    number or name counts as stated; corrections and denials come from ``evidence`` only.
+    """
     rules = rules or RulesPolicy()
+    extra = [t for t in pool if t not in evidence]
     evidence_qs = [_quantities(t) for t in evidence]
+    extra_qs = [_quantities(t) for t in extra]
     claim_ids = [name for name, _ in identifiers(claim)]
-    claim_names = named_entities(claim)
+    claim_names = [n for n in named_entities(claim) if n.lower() not in UNITS]  # "Monate"
     # passages about the claim's item: naming its identifiers and its named entities
     about = [
         names_all(claim_ids, t) and all(mentions(n, [t]) for n in claim_names) for t in evidence
@@ -200,17 +211,20 @@ def check_claim(
     missing: list[str] = []
     mismatches: list[tuple[str, str]] = []
     swaps: list[tuple[tuple[int, int], str]] = []
+    pairs: list[tuple[Quantity, Quantity]] = []
     mismatch_at: int | None = None
     notes: list[str] = []
     for q in _quantities(claim):
-        stated, denial = _stated(q, denied(claim, q.span[0]), evidence, evidence_qs)
-        if stated:
+        negated = denied(claim, q.span[0])
+        stated, denial = _stated(q, negated, evidence, evidence_qs)
+        if stated or _stated(q, negated, extra, extra_qs)[0]:
             continue
         found = _find_mismatch(claim, q, evidence, evidence_qs, about)
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
             mismatch_at, e = found
             mismatches.append((q.display, e.display))
             swaps.append(_replacement(q, e))
+            pairs.append((q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
         elif denial is not None and about[denial] and mismatch_at in (None, denial):
             mismatch_at = denial
@@ -221,18 +235,14 @@ def check_claim(
             notes.append(f"claim states {q.display}; no evidence states it")
     if rules.entities_need_evidence:
         for name in claim_ids:
-            if not any(names_all([name], t) for t in evidence):
+            if not any(names_all([name], t) for t in (*evidence, *extra)):
                 missing.append(name)
                 notes.append(f"claim names {name}; no evidence mentions it")
         for name in claim_names:
-            if not mentions(name, evidence):
+            if not mentions(name, [*evidence, *extra]):
                 missing.append(name)
                 notes.append(f"claim names {name}; no evidence mentions it")
-    correction: str | None = None
-    if swaps:
-        correction = claim
-        for (start, end), new in sorted(swaps, reverse=True):
-            correction = correction[:start] + new + correction[end:]
+    correction = _substitute(claim, swaps) if swaps else None
     return RuleResult(
         ok=not missing and not mismatches,
         missing=missing,
@@ -240,4 +250,23 @@ def check_claim(
         correction=correction,
         explanation="; ".join(notes),
         evidence_index=mismatch_at,
+        swaps=pairs,
     )
+
+
+def _substitute(text: str, swaps: Sequence[tuple[tuple[int, int], str]]) -> str:
+    for (start, end), new in sorted(swaps, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def same_correction(text: str, swaps: Sequence[tuple[Quantity, Quantity]]) -> str | None:
+    """``text`` with each value a correction replaced (``swaps``: claim value → evidence
+    value) replaced the same way, or None when ``text`` states none of them."""
+    edits = [
+        _replacement(q, e)
+        for q in _quantities(text)
+        for wrong, e in swaps
+        if q.unit_key() == wrong.unit_key() and q.same_value(wrong)
+    ]
+    return _substitute(text, edits) if edits else None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from groundproxy.guards.claims import decompose
+from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
     answer_action,
     below_floor,
@@ -92,8 +93,9 @@ def verify(
     try:
         claims = decompose(answer)
         evidence = evidence_for(claims)
+        pool = list(dict.fromkeys(e.text for ev in evidence for e in ev))  # the answer's
         rules: list[RuleResult] = [
-            check_claim(c.text, [e.text for e in ev], policy.rules)
+            check_claim(c.text, [e.text for e in ev], policy.rules, pool)
             for c, ev in zip(claims, evidence, strict=True)
         ]
         pairs: list[Pair] = []
@@ -138,7 +140,7 @@ def verify(
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
     tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
-    return [
+    results = [
         decide_claim(
             s.claim,
             s.evidence,
@@ -151,6 +153,7 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
         )
         for s in verified.claims
     ]
+    return harmonize([s.rule for s in verified.claims], results)
 
 
 def apply(verified: Verified, policy: Policy, segment: Segment | None = None) -> GuardReport:

@@ -25,6 +25,15 @@ TENANT_DOCS: dict[str, list[tuple[str, str]]] = {
         )
     ],
     "denial-only": [("faq.md", "# FAQ\n\nThe robot warranty was never 10 years.\n")],
+    "german": [("garantie.md", "# Garantie\n\nDie Garantie gilt 12 Monate ab Kaufdatum.\n")],
+    "japanese": [("hoshou.md", "# 保証\n\n保証期間は購入日から12か月です。\n")],
+    "wiki": [
+        (
+            "reading.md",
+            "Reading Football Club, 12 July 2019. Reading can announce that striker "
+            "Jon Dadi Bodvarsson has joined Millwall on a permanent transfer.\n",
+        )
+    ],
     "item50": [
         ("item50.md", "# Item 50\n\nItem 50 is a blue desk lamp. Item 50 costs 150 euros.\n")
     ],
