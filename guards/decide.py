@@ -51,7 +51,7 @@ from groundproxy.guards.types import (
 )
 from groundproxy.policies.schema import Policy
 
-DEFAULT_THRESHOLD = 0.6  # used when the policy says "calibrated" and no value is supplied
+DEFAULT_THRESHOLD = 0.6  # a verifier without a fitted threshold; "calibrated" unsupplied
 MISMATCH_CAP = 0.1
 MISMATCH_FLOOR = 0.8
 MISSING_CAP = 0.3
@@ -74,12 +74,28 @@ def contradiction_bar(verifier: Verifier) -> float:
     return min(max(value, CONTRADICTION_MIN), 1.0)
 
 
-def resolve_threshold(policy: Policy, override: float | None = None) -> float:
-    """The P(supported) threshold: ``override``, else the policy's number, else 0.6."""
+def model_threshold(verifier: Verifier) -> float | None:
+    """The verifier's own fitted P(supported) threshold (its meta.json ``threshold``,
+    forwarded by wrappers), or None when it has none or it is not a number in [0, 1]."""
+    value = getattr(verifier, "threshold", None)
+    if isinstance(value, bool) or not isinstance(value, float | int):
+        return None
+    return float(value) if 0.0 <= value <= 1.0 else None
+
+
+def resolve_threshold(
+    policy: Policy, override: float | None = None, fitted: float | None = None
+) -> float:
+    """The P(supported) threshold: ``override`` (a calibration), else the policy's number,
+    else — ``threshold: model``, the default — the verifier's ``fitted`` one, else 0.6."""
     if override is not None:
         return override
     t = policy.verifier.threshold
-    return t if isinstance(t, float | int) else DEFAULT_THRESHOLD
+    if isinstance(t, float | int):
+        return float(t)
+    if t == "model" and fitted is not None:
+        return fitted
+    return DEFAULT_THRESHOLD
 
 
 def cap_support(probs: Probs, cap: float, into: Verdict) -> Probs:

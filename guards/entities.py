@@ -12,9 +12,17 @@ and ignores a possessive "'s".
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
 from groundproxy.guards.lexicon import COMMON_CAPITALIZED, MONTHS, WEEKDAYS
+
+# A label and its number: "Item 150", "Room 12", "Flight 370", "No. 5", "#3".
+_IDENTIFIER = re.compile(
+    r"(?<![\w#])(?:([A-Z][a-z]+|[A-Z]{2,})\.?\s?|#)(\d+[A-Za-z]?)\b(?![.,–-]\d)"
+)
 
 _TOKEN = re.compile(r"[A-Za-z][\w'’.&-]*[\w]|[A-Za-z]|&|[.!?:;]|[,()\"“”\[\]|*/]")
 _CONNECTORS = frozenset({"of", "the", "de", "da", "del", "la", "le", "van", "von", "&", "for"})
@@ -22,9 +30,11 @@ _BREAKS = frozenset(',()"“”[]|*/')
 _ACRONYM = re.compile(r"^[A-Z][A-Z0-9&]+s?$")
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _POSSESSIVE_END = re.compile(r"['’]s?$")
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+_NON_WORD = re.compile(r"\W+")
+_DOTTED = re.compile(r"\b(?:\w\.){2,}")
 _DATE_WORDS = frozenset(MONTHS) | WEEKDAYS
 _SKIP_LEADING = COMMON_CAPITALIZED | _CONNECTORS
+_NOT_LABELS = ENGLISH_STOP_WORDS | {"just", "around", "roughly", "some", "top", "under", "over"}
 
 
 def _is_capitalized(tok: str) -> bool:
@@ -91,20 +101,86 @@ def named_entities(text: str) -> list[str]:
     return phrases
 
 
+def identifiers(text: str) -> list[tuple[str, tuple[int, int]]]:
+    """Label-and-number identifiers ("Item 150") of ``text`` with the span of the number:
+    the number names a thing, it is not a quantity, and a passage is about that thing only
+    when it names it whole ("Item 50" is not "Item 150")."""
+    out: list[tuple[str, tuple[int, int]]] = []
+    for m in _IDENTIFIER.finditer(text):
+        label, number = m.group(1), m.group(2)
+        if label is not None and _not_a_label(label):
+            continue
+        if number.isdigit() and len(number) == 4 and 1000 <= int(number) <= 2100:
+            continue  # "Paris 2024": a year
+        out.append((m.group(0), m.span(2)))
+    return out
+
+
+def _not_a_label(word: str) -> bool:
+    low = word.lower()
+    return low in _SKIP_LEADING or low in _DATE_WORDS or low in _NOT_LABELS or low.endswith("ly")
+
+
+def names_all(needles: Sequence[str], text: str) -> bool:
+    """Does ``text`` name every identifier in ``needles`` as a whole phrase?"""
+    hay = f" {normalize(text)} "
+    return all(f" {normalize(n)} " in hay for n in needles)
+
+
 def normalize(text: str) -> str:
-    """Lower-case, possessive "'s" dropped, punctuation as spaces, single-spaced."""
-    return " ".join(_NON_ALNUM.sub(" ", _POSSESSIVE.sub("", text.lower())).split())
+    """Lower-case, diacritics dropped ("Böðvarsson" → "bodvarsson"), possessive "'s"
+    dropped, dotted acronyms joined ("U.S." → "us"), punctuation as spaces, single-spaced."""
+    text = _fold(text.lower())
+    text = _DOTTED.sub(lambda m: m.group().replace(".", ""), _POSSESSIVE.sub("", text))
+    return " ".join(_NON_WORD.sub(" ", text).replace("_", " ").split())
+
+
+# Letters NFKD does not split into a base letter and a mark.
+_LETTERS = str.maketrans({"ð": "d", "Ð": "D", "þ": "th", "Þ": "Th", "æ": "ae", "Æ": "Ae",
+                          "ø": "o", "Ø": "O", "ß": "ss", "đ": "d", "Đ": "D", "ł": "l",
+                          "Ł": "L", "œ": "oe", "Œ": "Oe", "ı": "i"})  # fmt: skip
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text.translate(_LETTERS))
+    return "".join(ch for ch in text if not unicodedata.combining(ch))
+
+
+def _variants(words: list[str]) -> list[str]:
+    """Shorter forms a text may use for a name of several words: its last half or more
+    ("National Film Registry" for "United States National Film Registry"; "Obama" for
+    "Barack Obama"; the last word alone, see :func:`_alone`)."""
+    n = len(words)
+    return [" ".join(words[k:]) for k in range(1, n - (n + 1) // 2 + 1)]
+
+
+def _alone(word: str, text: str) -> bool:
+    """``word`` (a surname) in ``text`` on its own, not inside another name: no
+    capitalized word right after it ("Obama said" names Obama; "Marie Curie" is not
+    "Lisa Marie")."""
+    if len(word) < 4 or word in _SKIP_LEADING:
+        return False
+    folded = _fold(text)
+    for m in re.finditer(rf"\b{re.escape(word)}\b", folded, re.IGNORECASE):
+        after = _TOKEN.match(folded, m.end() + 1) if folded[m.end() : m.end() + 1] == " " else None
+        if after is None or not _is_capitalized(after.group()):
+            return True
+    return False
 
 
 def mentions(entity: str, texts: Sequence[str]) -> bool:
-    """Does any of ``texts`` mention ``entity`` (as a phrase, or all its words)?"""
+    """Does any of ``texts`` mention ``entity``: as a phrase, all its words, or a shorter
+    form (:func:`_variants`), after :func:`normalize` on both sides?"""
     needle = normalize(entity)
     if not needle:
         return True
     words = [w for w in needle.split() if w not in _CONNECTORS]
+    short = _variants(needle.split())
     for text in texts:
-        hay = normalize(text)
-        if f" {needle} " in f" {hay} ":
+        hay = f" {normalize(text)} "
+        if f" {needle} " in hay or any(f" {v} " in hay for v in short if " " in v):
+            return True
+        if any(_alone(v, text) for v in short if " " not in v):
             return True
         vocab = set(hay.split())
         if words and all(w in vocab for w in words):

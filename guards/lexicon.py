@@ -130,3 +130,11 @@ COMMON_CAPITALIZED = frozenset(
     yesterday tomorrow additionally furthermore moreover therefore thus then now currently
     according based generally typically usually sure certainly""")
 )
+
+# Words that deny what follows them in a clause ("It was never 10 years").
+NEGATIONS = frozenset(_words("not no never none neither nor without cannot nothing nobody"))
+# After a negation, a word that makes it a bound, not a denial ("no more than 10").
+NEGATION_BOUNDS = frozenset(
+    _words("""more less fewer later earlier longer shorter sooner over under above below
+    exceeding beyond before after until till only just merely""")
+)

@@ -54,13 +54,14 @@ _DATE_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     ),
     (re.compile(rf"\b({_MONTH})\.?,?\s+(\d{{4}})\b"), "my"),
     (re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![\d,.]*\d)"), "md"),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?"), "dm"),
 ]
 _MONEY = re.compile(
     r"(?<![\w$€£¥])([$€£¥])\s?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?"
     r"(?:(k|K|m|M|bn|BN|b|B)\b|\s?(thousand|million|billion|trillion)\b)?"
 )
 _NUMBER = re.compile(
-    r"(?<![\w.,:$€£¥])(?<![A-Za-z]-)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?"
+    r"(?<![0-9A-Za-z_.,:$€£¥])(?<![A-Za-z]-)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?"
     r"(?:(k|K|m|M|bn|BN)\b|\s?(thousand|million|billion|trillion)\b)?"
     r"(?!\.\d)(?!:\d)(?![A-Za-z])"
 )
@@ -73,7 +74,13 @@ _NUMBER_WORD = re.compile(
     re.IGNORECASE,
 )
 _PERCENT_AFTER = re.compile(r"\s?(?:%|percent\b|per\s+cent\b)", re.IGNORECASE)
-_UNIT_AFTER = re.compile(r"(?:-|\s+)([A-Za-z][A-Za-z.]*)")
+_UNIT_AFTER = re.compile(r"(?:-|\s+)([^\W\d_](?:[^\W\d_]|\.)*)")
+# Units written right after the number, without a space (Japanese, Chinese).
+_GLUED_UNITS = {"か月": "month", "ヶ月": "month", "カ月": "month", "ヵ月": "month",
+                "箇月": "month", "个月": "month", "個月": "month", "年間": "year", "年": "year",
+                "週間": "week", "日間": "day", "日": "day", "天": "day", "時間": "hour",
+                "小时": "hour", "分間": "minute", "分钟": "minute", "秒": "second"}  # fmt: skip
+_GLUED = re.compile("|".join(sorted(_GLUED_UNITS, key=len, reverse=True)))
 _TIME_UNITS = {"am": "am", "a.m.": "am", "a.m": "am", "pm": "pm", "p.m.": "pm", "p.m": "pm"}
 _NOT_UNITS = ENGLISH_STOP_WORDS | {"per"}
 
@@ -86,6 +93,16 @@ UNITS: dict[str, tuple[str, float]] = {
     "day": ("time", _DAY), "week": ("time", 7 * _DAY), "fortnight": ("time", 14 * _DAY),
     **{u: ("time", _YEAR / 12) for u in ("month", "mo")},
     **{u: ("time", _YEAR) for u in ("year", "yr", "y")},
+    # other languages (singular as _singular leaves them): de, fr, es, it, pt, nl
+    **{u: ("time", _YEAR / 12) for u in ("monat", "monate", "monaten", "mois", "mes", "mese",
+                                         "mesi", "meses", "maand", "maanden")},
+    **{u: ("time", _YEAR) for u in ("jahr", "jahre", "jahren", "ans", "année", "año", "ano",
+                                    "anni", "anno", "jaar", "jaren")},
+    **{u: ("time", _DAY) for u in ("tag", "tage", "tagen", "jour", "día", "dia", "giorni",
+                                   "giorno", "dag", "dagen")},
+    **{u: ("time", 7 * _DAY) for u in ("woche", "wochen", "semaine", "semana", "settimana",
+                                       "settimane", "week", "weken")},
+    **{u: ("time", 3600.0) for u in ("stunde", "stunden", "heure", "hora", "ore", "uur")},
     "decade": ("time", 10 * _YEAR), "century": ("time", 100 * _YEAR),
     **{u: ("length", 1e-3) for u in ("millimeter", "millimetre", "mm")},
     **{u: ("length", 1e-2) for u in ("centimeter", "centimetre", "cm")},
@@ -104,7 +121,7 @@ UNITS: dict[str, tuple[str, float]] = {
     **{u: ("data", 1e12) for u in ("terabyte", "tb")},
 }  # fmt: skip
 # Calendar units (month, year …) against day-based ones (day, week …): equal within this.
-_CALENDAR = {"month", "mo", "year", "yr", "y", "decade", "century"}
+_CALENDAR = {u for u, (dim, size) in UNITS.items() if dim == "time" and size >= _YEAR / 12}
 CROSS_CALENDAR_TOLERANCE = 0.03
 
 
@@ -143,6 +160,8 @@ class Quantity:
             return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
         sa = str(int(a)) if isinstance(a, float) and a.is_integer() else str(a)
         sb = str(int(b)) if isinstance(b, float) and b.is_integer() else str(b)
+        if sa.startswith("--") != sb.startswith("--"):  # "July 12" is any year's July 12
+            return sa[-6:] == sb[-6:] and len(min(sa, sb, key=len)) == 7 and "--" in sa + sb
         return sa == sb or sb.startswith(sa + "-") or sa.startswith(sb + "-")
 
     def unit_key(self) -> str:
@@ -170,6 +189,9 @@ def _unit_after(text: str, pos: int) -> tuple[str, int]:
     tm = re.match(r"\s?(a\.m\.|p\.m\.|a\.m|p\.m|am|pm)\b", text[pos:], re.IGNORECASE)
     if tm:
         return _TIME_UNITS[tm.group(1).lower()], pos + tm.end()
+    g = _GLUED.match(text, pos)
+    if g:
+        return _GLUED_UNITS[g.group()], g.end()
     m = _UNIT_AFTER.match(text, pos)
     if not m:
         return "", pos
@@ -244,6 +266,8 @@ def _dates(text: str, taken: list[tuple[int, int]]) -> list[Quantity]:
                 y, mo, d = int(g[2]), MONTHS[g[0].lower()], int(g[1])
             elif form == "dmy":
                 y, mo, d = int(g[2]), MONTHS[g[1].lower()], int(g[0])
+            elif form == "dm":
+                y, mo, d = 0, MONTHS[g[1].lower()], int(g[0])
             elif form == "my":
                 y, mo, d = int(g[1]), MONTHS[g[0].lower()], 0
             else:
@@ -291,6 +315,8 @@ def extract_quantities(text: str) -> list[Quantity]:
             taken.append((m.start(), pm.end()))
             continue
         unit, unit_end = _unit_after(text, m.end())
+        if unit == "year" and text[m.end() : unit_end] == "年" and len(m.group(1)) == 4:
+            unit, unit_end = "", m.end()  # "2020年": the year 2020
         kind: QuantityKind = "number"
         if unit in ("$", "€", "£", "¥"):
             kind = "money"

@@ -12,6 +12,10 @@
   The shared nearby word keeps "won the award in 1980" from being "corrected" by
   "was born in 1950"; and the evidence sentence must hold at least half of the claim's
   content words (it must speak of the same thing), else there is no correction.
+- Polarity (:mod:`guards.polarity`): evidence states a value only when it asserts it as
+  the claim does; a value the evidence mentions only to deny it ("It was never 10
+  years") is a *mismatch* with no correction ("evidence denies 10 years") unless another
+  value of the same slot gives one.
 - ``entities_need_evidence``: every named-entity phrase of the claim must be mentioned
   by some evidence (case-insensitive, possessive "'s" ignored); otherwise *missing*.
 """
@@ -24,13 +28,14 @@ from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from groundproxy.guards.entities import mentions, named_entities
-from groundproxy.guards.quantities import Quantity, extract_quantities
+from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
+from groundproxy.guards.polarity import denied
+from groundproxy.guards.quantities import UNITS, Quantity, extract_quantities
 from groundproxy.policies.schema import RulesPolicy
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
 ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")  # any script: "Garantie", "保証期間は"
 _CURRENCIES = "$€£¥"
 
 
@@ -48,6 +53,8 @@ class RuleResult:
     correction: str | None = None
     explanation: str = ""
     evidence_index: int | None = None
+    # (claim value, evidence value) of each mismatch that gave the correction
+    swaps: list[tuple[Quantity, Quantity]] = field(default_factory=list)
 
 
 def _stem(word: str) -> str:
@@ -93,13 +100,26 @@ def _aligned(claim_words: set[str], sentence: str) -> bool:
     return len(claim_words & _content_words(sentence)) / len(claim_words) >= ALIGN_RECALL
 
 
-def _present(q: Quantity, evidence_qs: Sequence[Sequence[Quantity]]) -> bool:
-    for qs in evidence_qs:
+def _same(q: Quantity, e: Quantity) -> bool:
+    units_ok = not q.unit or not e.unit or q.unit_key() == e.unit_key()
+    return units_ok and q.same_value(e)
+
+
+def _stated(
+    q: Quantity, negated: bool, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
+) -> tuple[bool, int | None]:
+    """(some evidence states q's value with the claim's polarity, the first evidence that
+    states it with the other polarity — denies it — or None)."""
+    denial: int | None = None
+    for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
         for e in qs:
-            units_ok = not q.unit or not e.unit or q.unit_key() == e.unit_key()
-            if units_ok and q.same_value(e):
-                return True
-    return False
+            if not _same(q, e):
+                continue
+            if denied(text, e.span[0]) == negated:
+                return True, None
+            if denial is None:
+                denial = idx
+    return False, denial
 
 
 def _comparable(q: Quantity, e: Quantity) -> bool:
@@ -133,17 +153,26 @@ def _value_text(q: Quantity, e: Quantity) -> str:
     return ev
 
 
+def _quantities(text: str) -> list[Quantity]:
+    """The quantities of ``text`` but the numbers of its identifiers ("Item 150")."""
+    ids = [span for _, span in identifiers(text)]
+    return [q for q in extract_quantities(text) if not any(s <= q.span[0] < e for s, e in ids)]
+
+
 def _find_mismatch(
     claim: str,
     q: Quantity,
     evidence: Sequence[str],
     evidence_qs: Sequence[Sequence[Quantity]],
+    about: Sequence[bool],
 ) -> tuple[int, Quantity] | None:
     near = _near_words(claim, q)
     if not near:
         return None
     claim_words = _content_words(claim) - {q.unit}
     for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
+        if not about[idx]:
+            continue  # a passage about another item corrects nothing
         best: tuple[int, Quantity] | None = None
         for e in qs:
             if not _comparable(q, e) or q.same_value(e):
@@ -159,38 +188,61 @@ def _find_mismatch(
 
 
 def check_claim(
-    claim: str, evidence: Sequence[str], rules: RulesPolicy | None = None
+    claim: str,
+    evidence: Sequence[str],
+    rules: RulesPolicy | None = None,
+    pool: Sequence[str] = (),
 ) -> RuleResult:
-    """Check ``claim``'s numbers and names against ``evidence`` (best first)."""
+    """Check ``claim``'s numbers and names against ``evidence`` (best first).
+
+    ``pool``: more texts (the evidence found for the answer's other claims) in which a
+    number or name counts as stated; corrections and denials come from ``evidence`` only.
+    """
     rules = rules or RulesPolicy()
-    evidence_qs = [extract_quantities(t) for t in evidence]
+    extra = [t for t in pool if t not in evidence]
+    evidence_qs = [_quantities(t) for t in evidence]
+    extra_qs = [_quantities(t) for t in extra]
+    claim_ids = [name for name, _ in identifiers(claim)]
+    claim_names = [n for n in named_entities(claim) if n.lower() not in UNITS]  # "Monate"
+    # passages about the claim's item: naming its identifiers and its named entities
+    about = [
+        names_all(claim_ids, t) and all(mentions(n, [t]) for n in claim_names) for t in evidence
+    ]
     missing: list[str] = []
     mismatches: list[tuple[str, str]] = []
     swaps: list[tuple[tuple[int, int], str]] = []
+    pairs: list[tuple[Quantity, Quantity]] = []
     mismatch_at: int | None = None
     notes: list[str] = []
-    for q in extract_quantities(claim):
-        if _present(q, evidence_qs):
+    for q in _quantities(claim):
+        negated = denied(claim, q.span[0])
+        stated, denial = _stated(q, negated, evidence, evidence_qs)
+        if stated or _stated(q, negated, extra, extra_qs)[0]:
             continue
-        found = _find_mismatch(claim, q, evidence, evidence_qs)
+        found = _find_mismatch(claim, q, evidence, evidence_qs, about)
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
             mismatch_at, e = found
             mismatches.append((q.display, e.display))
             swaps.append(_replacement(q, e))
+            pairs.append((q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
+        elif denial is not None and about[denial] and mismatch_at in (None, denial):
+            mismatch_at = denial
+            mismatches.append((q.display, f"not {q.display}"))
+            notes.append(f"evidence denies {q.display}, claim asserts it")
         elif rules.numbers_need_evidence:
             missing.append(q.display)
             notes.append(f"claim states {q.display}; no evidence states it")
     if rules.entities_need_evidence:
-        for name in named_entities(claim):
-            if not mentions(name, evidence):
+        for name in claim_ids:
+            if not any(names_all([name], t) for t in (*evidence, *extra)):
                 missing.append(name)
                 notes.append(f"claim names {name}; no evidence mentions it")
-    correction: str | None = None
-    if swaps:
-        correction = claim
-        for (start, end), new in sorted(swaps, reverse=True):
-            correction = correction[:start] + new + correction[end:]
+        for name in claim_names:
+            if not mentions(name, [*evidence, *extra]):
+                missing.append(name)
+                notes.append(f"claim names {name}; no evidence mentions it")
+    correction = _substitute(claim, swaps) if swaps else None
     return RuleResult(
         ok=not missing and not mismatches,
         missing=missing,
@@ -198,4 +250,23 @@ def check_claim(
         correction=correction,
         explanation="; ".join(notes),
         evidence_index=mismatch_at,
+        swaps=pairs,
     )
+
+
+def _substitute(text: str, swaps: Sequence[tuple[tuple[int, int], str]]) -> str:
+    for (start, end), new in sorted(swaps, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def same_correction(text: str, swaps: Sequence[tuple[Quantity, Quantity]]) -> str | None:
+    """``text`` with each value a correction replaced (``swaps``: claim value → evidence
+    value) replaced the same way, or None when ``text`` states none of them."""
+    edits = [
+        _replacement(q, e)
+        for q in _quantities(text)
+        for wrong, e in swaps
+        if q.unit_key() == wrong.unit_key() and q.same_value(wrong)
+    ]
+    return _substitute(text, edits) if edits else None

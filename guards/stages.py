@@ -18,11 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from groundproxy.guards.claims import decompose
+from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
     answer_action,
     below_floor,
     contradiction_bar,
     decide_claim,
+    model_threshold,
     resolve_threshold,
     trust_score,
 )
@@ -69,6 +71,7 @@ class Verified:
     verifier: str
     contradiction_min: float
     threshold: float | None = None  # a P(supported) override in force (calibrated)
+    model_threshold: float | None = None  # the verifier's fitted one (threshold: model)
     latency_ms: float = 0.0
     tail: str = ""  # past policy.max_answer_chars: not verified, returned marked (apply)
 
@@ -106,8 +109,9 @@ def verify(
     try:
         claims = decompose(answer, halt)
         evidence = _evidence(evidence_for, claims, halt)
+        pool = list(dict.fromkeys(e.text for ev in evidence for e in ev))  # the answer's
         rules: list[RuleResult] = [
-            check_claim(c.text, [e.text for e in ev], policy.rules)
+            check_claim(c.text, [e.text for e in ev], policy.rules, pool)
             for c, ev in zip(claims, evidence, strict=True)
         ]
         pairs: list[Pair] = []
@@ -144,6 +148,7 @@ def verify(
         verifier=verifier.name,
         contradiction_min=contradiction_bar(verifier),
         threshold=threshold,
+        model_threshold=model_threshold(verifier),
         latency_ms=(time.perf_counter() - started) * 1000.0,
         tail=tail,
     )
@@ -177,8 +182,8 @@ def _score(verifier: Verifier, pairs: list[Pair], halt: Stop | None) -> list[Pro
 
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
-    tau = resolve_threshold(policy, verified.threshold)
-    return [
+    tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
+    results = [
         decide_claim(
             s.claim,
             s.evidence,
@@ -191,6 +196,7 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
         )
         for s in verified.claims
     ]
+    return harmonize([s.rule for s in verified.claims], results)
 
 
 def apply(verified: Verified, policy: Policy, segment: Segment | None = None) -> GuardReport:

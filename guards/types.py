@@ -144,6 +144,12 @@ class WrappedVerifier:
     def contradiction_min(self) -> float:
         return self.inner.contradiction_min
 
+    @property
+    def threshold(self) -> float | None:
+        """The inner verifier's fitted P(supported) threshold, when it has one."""
+        value = getattr(self.inner, "threshold", None)
+        return value if isinstance(value, float | int) else None
+
 
 class Embedder(Protocol):
     """Turns texts into L2-normalized float32 vectors of size ``dim``."""

@@ -62,7 +62,9 @@ class RetrievalPolicy(_Strict):
 
 class VerifierPolicy(_Strict):
     model: str = "default"
-    threshold: float | Literal["calibrated"] = 0.6
+    # "model": the verifier's own fitted threshold (its meta.json ``threshold``; 0.6 for a
+    # verifier without one); "calibrated": the tenant's calibration file; or a number.
+    threshold: float | Literal["calibrated", "model"] = "model"
     max_uncertainty: float = Field(default=0.9, ge=0.0, le=1.0)
 
     @field_validator("threshold", mode="before")
@@ -70,11 +72,11 @@ class VerifierPolicy(_Strict):
     def _threshold(cls, v: object) -> object:
         # One clear error instead of pydantic's two union-member errors; also
         # rejects booleans (YAML ``yes``) and values outside [0, 1].
-        if v == "calibrated" and isinstance(v, str):
+        if v in ("calibrated", "model") and isinstance(v, str):
             return v
         if isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0:
             return float(v)
-        raise ValueError("threshold must be a number in [0, 1] or 'calibrated'")
+        raise ValueError("threshold must be a number in [0, 1], 'model' or 'calibrated'")
 
 
 class RulesPolicy(_Strict):

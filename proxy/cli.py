@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path)
     p.add_argument("--verifier", default="default")
     p.add_argument("--mode", choices=["context", "index"], default="context")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, help="score N rows drawn with --seed")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the metrics object last")
 
     p = sub.add_parser("demo", help="sample tenant + documents + scripted upstream, end to end")
@@ -174,7 +175,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         from groundproxy.proxy.evaluate import run_eval_command
 
-        return run_eval_command(args.file, args.verifier, args.mode, args.limit, args.json)
+        return run_eval_command(
+            args.file, args.verifier, args.mode, args.limit, args.json, args.seed
+        )
     if args.command == "demo":
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
         # run it as its own process rather than import it, so proxy/ never imports testing/.

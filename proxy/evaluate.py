@@ -2,8 +2,13 @@
 
 Rows as in ``../shared/data/README.md`` (context, query, response, label_hallucinated).
 An answer is predicted hallucinated when any of its claims is not ``supported``; the
-ROC-AUC uses 1 − trust as the hallucination score. The lexical baseline (seeds 001/004)
-is always measured beside the chosen verifier, in the same run.
+ROC-AUC uses 1 − trust as the hallucination score. An answer with no claims (a question
+back, a greeting) asserts nothing: the guard serves it untouched with trust 1.0, and eval
+counts it as the guard serves it — not hallucinated (on the eval files 57 of 93 such
+answers are labelled correct). ``--limit N`` scores N rows drawn with ``--seed`` (default
+0) from the whole file, in file order — not the first N, which are often one source. The
+lexical baseline (seeds 001/004) is always measured beside the chosen verifier, in the
+same run.
 
 Modes: ``context`` — the row's context is the only evidence; ``index`` — every context of
 the file is ingested into one temporary tenant index and each response is checked
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import sys
 import tempfile
 import time
@@ -69,6 +75,14 @@ def read_rows(path: Path, limit: int | None = None) -> list[Row]:
     return rows
 
 
+def sample_rows(rows: Sequence[Row], limit: int | None, seed: int = 0) -> list[Row]:
+    """``limit`` rows drawn with ``seed``, in file order; all of them without a limit."""
+    if limit is None or limit >= len(rows):
+        return list(rows)
+    keep = sorted(random.Random(seed).sample(range(len(rows)), max(limit, 1)))
+    return [rows[i] for i in keep]
+
+
 def eval_policy(verifier: str, mode: str) -> Policy:
     return local_policy(
         "eval",
@@ -105,7 +119,7 @@ def score_rows(
         report = guard.guard_sync(
             row.response, row.query, context, policy, index=index, cache=False
         )
-        hallucinated = any(c.verdict != "supported" for c in report.claims) or not report.claims
+        hallucinated = any(c.verdict != "supported" for c in report.claims)  # none: served as is
         labels.append(row.label)
         preds.append(int(hallucinated))
         scores.append(1.0 - report.trust)
@@ -136,8 +150,9 @@ def evaluate(
     mode: str,
     limit: int | None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+    seed: int = 0,
 ) -> dict[str, Any]:
-    rows = read_rows(path, limit)
+    rows = sample_rows(read_rows(path), limit, seed)
     with build_guard(Settings()) as guard, tempfile.TemporaryDirectory(prefix="gp-eval-") as tmp:
         verifier = guard.verifier(verifier_name)
         index = None
@@ -151,12 +166,14 @@ def evaluate(
         else:
             log("scoring the lexical baseline …")
             base = score_rows(rows, eval_policy("lexical", mode), guard, index)
-    result.update(file=str(path), mode=mode, baseline=base)
+    result.update(file=str(path), mode=mode, seed=seed, baseline=base)
     return result
 
 
-def run_eval_command(path: Path, verifier: str, mode: str, limit: int | None, as_json: bool) -> int:
-    result = evaluate(path, verifier, mode, limit)
+def run_eval_command(
+    path: Path, verifier: str, mode: str, limit: int | None, as_json: bool, seed: int = 0
+) -> int:
+    result = evaluate(path, verifier, mode, limit, seed=seed)
     base = result["baseline"]
     print(f"{path.name} — {result['n']} rows, {mode} mode")
     print(f"{'verifier':<14}{'bal.acc':>9}{'F1(hal)':>9}{'ROC-AUC':>9}{'ms/ex':>9}")

@@ -69,7 +69,7 @@ def test_minimal_file_loads_with_defaults(tmp_path: Path) -> None:
     p = lp.policy
     assert p.retrieval == RetrievalPolicy() and p.verifier == VerifierPolicy()
     assert p.rules == RulesPolicy() and p.actions == ActionsPolicy()
-    assert (p.retrieval.top_k, p.retrieval.min_score, p.verifier.threshold) == (3, 0.25, 0.6)
+    assert (p.retrieval.top_k, p.retrieval.min_score, p.verifier.threshold) == (3, 0.25, "model")
     assert (p.actions.contradicted, p.actions.unverifiable) == ("rewrite", "flag")
     assert (p.citations, p.on_guard_error, p.latency_budget_ms) == ("footnotes", "annotate", 800)
     assert p.index_name == "acme"
@@ -147,7 +147,7 @@ def test_threshold_error_is_one_clear_message(tmp_path: Path) -> None:
     for bad in ("often", "1.5", "yes"):
         err = error_of(write(tmp_path, MINIMAL + f"verifier: {{threshold: {bad}}}\n"))
         assert err.message.endswith(
-            "verifier.threshold: threshold must be a number in [0, 1] or 'calibrated'"
+            "verifier.threshold: threshold must be a number in [0, 1], 'model' or 'calibrated'"
         )
     ok = write(tmp_path, MINIMAL + "verifier: {threshold: calibrated}\n")
     assert load_policy_file(ok).policy.verifier.threshold == "calibrated"

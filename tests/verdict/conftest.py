@@ -1,0 +1,74 @@
+"""A real on-disk index per case, the real embedhead verifier, through build_guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundproxy.guards.types import GuardReport
+from groundproxy.policies.schema import local_policy
+from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.settings import Settings
+from groundproxy.retrieval.ingest import ingest_texts
+
+HANDBOOK = "# Handbook\n\nThe warranty lasts 12 months from the date of purchase.\n"
+TENANT_DOCS: dict[str, list[tuple[str, str]]] = {
+    "handbook": [("handbook.md", HANDBOOK)],
+    "denial": [
+        (
+            "policy.md",
+            "# Warranty\n\nEvery robot is covered by the warranty for 12 months from "
+            "purchase. It was never 10 years.\n",
+        )
+    ],
+    "denial-only": [("faq.md", "# FAQ\n\nThe robot warranty was never 10 years.\n")],
+    "german": [("garantie.md", "# Garantie\n\nDie Garantie gilt 12 Monate ab Kaufdatum.\n")],
+    "japanese": [("hoshou.md", "# 保証\n\n保証期間は購入日から12か月です。\n")],
+    "wiki": [
+        (
+            "reading.md",
+            "Reading Football Club, 12 July 2019. Reading can announce that striker "
+            "Jon Dadi Bodvarsson has joined Millwall on a permanent transfer.\n",
+        )
+    ],
+    "item50": [
+        ("item50.md", "# Item 50\n\nItem 50 is a blue desk lamp. Item 50 costs 150 euros.\n")
+    ],
+    "items": [
+        (
+            f"item{i}.md",
+            f"# Item {i}\n\nItem {i} is a steel shelf. Item {i} weighs {10 + i} kg "
+            f"and costs {100 + i} euros.\n",
+        )
+        for i in range(150)
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def verdict_guard(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Any
+) -> Iterator[GuardService]:
+    data: Path = tmp_path_factory.mktemp("verdict-data")
+    for tenant, docs in TENANT_DOCS.items():
+        ingest_texts(data, tenant, docs, embedder)
+    with build_guard(Settings(data=data, batch_window_ms=0), embedder=embedder) as guard:
+        yield guard
+
+
+def guarded(
+    guard: GuardService,
+    tenant: str,
+    answer: str,
+    question: str | None = None,
+    context: list[tuple[str, str]] | None = None,
+    **policy: object,
+) -> GuardReport:
+    """``answer`` through the served path under the tenant's default policy (+ ``policy``)."""
+    fields: dict[str, object] = {"retrieval": {"index": tenant}, "latency_budget_ms": 60_000}
+    fields.update(policy)
+    p = local_policy(tenant, **fields)
+    return guard.guard_sync(answer, question, context or [], p, cache=False)
