@@ -16,7 +16,7 @@ from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.metrics import MetricsMiddleware
 from groundproxy.proxy.middleware import RequestIdMiddleware
-from groundproxy.proxy.routes import admin, chat, check, inspector, meta, provenance
+from groundproxy.proxy.routes import admin, chat, check, feedback, inspector, meta, provenance
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
@@ -110,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(provenance.router)
     app.include_router(metrics_route.router)
+    app.include_router(feedback.router)  # reviewers' labels for calibrate --fit
     app.include_router(inspector.router)  # the verdict inspector page (/ui) and its JSON
     # inside RequestIdMiddleware: sees the tenant
     app.add_middleware(MetricsMiddleware, metrics=app.state.gp.metrics)
