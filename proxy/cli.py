@@ -98,9 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
 
     p = sub.add_parser("calibrate", help="split-conformal thresholds for a tenant (seed 003)")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, nargs="?", help="labelled rows (optional with --fit)")
     p.add_argument("--tenant", required=True)
-    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="learn the tenant's adapter from its feedback (and FILE); see proxy/adapt.py",
+    )
+    p.add_argument("--alpha", type=float, default=None, help="default 0.1; with --fit: none")
     p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
     _add_data(p)
     _add_policies(p)
@@ -192,13 +197,20 @@ def _run(args: argparse.Namespace) -> int:
         from groundproxy.proxy.demo import run_demo
 
         return run_demo(args.port)
+    if args.command == "calibrate" and args.fit:
+        from groundproxy.proxy.adapt_command import run_fit_command
+
+        return run_fit_command(args, settings.data, settings.policies)
     if args.command == "calibrate":
         from groundproxy.proxy.calibrate import run_calibrate_command
+
+        if args.file is None:
+            raise BadRequestError("calibrate needs a FILE of labelled rows (or --fit)")
 
         return run_calibrate_command(
             args.file,
             args.tenant,
-            args.alpha,
+            0.1 if args.alpha is None else args.alpha,
             settings.data,
             settings.policies,
             args.verifier,
