@@ -202,12 +202,13 @@ class GuardService:
             return disabled_report(answer, policy)
         started = time.perf_counter()
         checked = await self.check(answer, question, context, policy)
-        report = checked
         if isinstance(checked, Verified):
             try:
                 report = self.finish(checked, policy)
             except GroundproxyError as err:  # an unreadable adapter: on_guard_error
                 report = failure_report(answer, policy, err)
+        else:
+            report = checked
         self.observe(policy, report, time.perf_counter() - started)
         return report
 
