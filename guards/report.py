@@ -61,7 +61,7 @@ def _claim(r: ClaimResult) -> dict[str, Any]:
 
 def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
     """The ``groundproxy`` object added to the chat completion body."""
-    return {
+    body: dict[str, Any] = {
         "trust": round(report.trust, 3),
         "action": report.action,
         "policy": policy_id,
@@ -70,6 +70,9 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
         "verifier": report.verifier,
         "unverified": report.unverified,
     }
+    if report.adapter is not None:
+        body["adapter"] = report.adapter
+    return body
 
 
 def claim_counts(report: GuardReport) -> str:

@@ -199,7 +199,13 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     return harmonize([s.rule for s in verified.claims], results)
 
 
-def apply(verified: Verified, policy: Policy, segment: Segment | None = None) -> GuardReport:
+def apply(
+    verified: Verified,
+    policy: Policy,
+    segment: Segment | None = None,
+    *,
+    results: list[ClaimResult] | None = None,
+) -> GuardReport:
     """Stage 2: verdicts, answer action, the returned text, trust and the trust floor.
 
     With ``segment`` the answer is one piece of a streamed answer: the text carries no
@@ -208,7 +214,7 @@ def apply(verified: Verified, policy: Policy, segment: Segment | None = None) ->
     stream must stop here; the claims keep the actions the piece's rendering gave them.
     """
     started = time.perf_counter()
-    results = decide(verified, policy)
+    results = decide(verified, policy) if results is None else results  # given: guards.adapter
     action = answer_action(results, policy)
     answer = verified.answer
     if segment is None:

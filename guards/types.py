@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -109,6 +109,7 @@ class GuardReport:
     unverified: bool = False
     latency_ms: float = 0.0
     verifier: str = ""
+    adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
 
 
 @runtime_checkable

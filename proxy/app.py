@@ -25,6 +25,7 @@ from groundproxy.proxy.routes import (
     check,
     completions,
     embeddings,
+    feedback,
     inspector,
     meta,
     provenance,
@@ -124,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(provenance.router)
     app.include_router(metrics_route.router)
+    app.include_router(feedback.router)  # reviewers' labels for calibrate --fit
     app.include_router(inspector.router)  # the verdict inspector page (/ui) and its JSON
     app.include_router(responses.router)  # POST /v1/responses (guarded)
     app.include_router(completions.router)  # POST /v1/completions (guarded)

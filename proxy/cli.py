@@ -92,9 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
 
     p = sub.add_parser("calibrate", help="split-conformal thresholds for a tenant (seed 003)")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, nargs="?", help="labelled rows (optional with --fit)")
     p.add_argument("--tenant", required=True)
-    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="learn the tenant's adapter from its feedback (and FILE); see proxy/adapt.py",
+    )
+    p.add_argument("--alpha", type=float, default=None, help="default 0.1; with --fit: none")
     p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
     _add_folders(p, "data", "policies")
     p.add_argument("--seed", type=int, default=0)
@@ -183,13 +188,20 @@ def _run(args: argparse.Namespace) -> int:
         # run it as its own process rather than import it, so proxy/ never imports testing/.
         demo = [sys.executable, "-m", "groundproxy.testing.demo", "--port", str(args.port)]
         return subprocess.call(demo)
+    if args.command == "calibrate" and args.fit:
+        from groundproxy.proxy.adapt_command import run_fit_command
+
+        return run_fit_command(args, settings.data, settings.policies)
     if args.command == "calibrate":
         from groundproxy.proxy.calibrate import run_calibrate_command
+
+        if args.file is None:
+            raise BadRequestError("calibrate needs a FILE of labelled rows (or --fit)")
 
         return run_calibrate_command(
             args.file,
             args.tenant,
-            args.alpha,
+            0.1 if args.alpha is None else args.alpha,
             settings.data,
             settings.policies,
             args.verifier,

@@ -19,6 +19,7 @@ from typing import Literal
 import anyio
 import structlog
 
+from groundproxy.guards.adapter import apply_adapted
 from groundproxy.guards.cache import CachingVerifier
 from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError
 from groundproxy.guards.failures import (
@@ -33,6 +34,7 @@ from groundproxy.guards.pipeline import evidence_fn
 from groundproxy.guards.stages import Verified, apply, verify
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
 from groundproxy.policies.schema import Policy, local_policy
+from groundproxy.proxy.adapters import AdapterCache
 from groundproxy.proxy.guard_build import GuardParts, build_parts
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
@@ -61,8 +63,9 @@ async def off_loop(
 class GuardService:
     """Guards answers with the parts :func:`build_guard` made."""
 
-    def __init__(self, parts: GuardParts) -> None:
+    def __init__(self, parts: GuardParts, adapters: AdapterCache | None = None) -> None:
         self.parts = parts
+        self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter)
 
     def __enter__(self) -> GuardService:
         return self
@@ -176,7 +179,14 @@ class GuardService:
         verified = self.verify_sync(
             answer, question, context, policy, index=index, threshold=threshold, cache=cache
         )
-        return apply(verified, policy)
+        return self.finish(verified, policy)
+
+    def finish(self, verified: Verified, policy: Policy) -> GuardReport:
+        """Stage 2, with the tenant's adapter when one is in force (hot-reloaded)."""
+        if self.adapters is None:
+            return apply(verified, policy)
+        found = self.adapters.for_verifier(policy.tenant, verified.verifier)
+        return apply(verified, policy) if found is None else apply_adapted(verified, policy, found)
 
     def admit(self, policy: Policy) -> tuple[bool, float]:
         """Admission control (:func:`guards.failures.admission`) from the guard queue's
@@ -238,7 +248,13 @@ class GuardService:
             return await off_loop(disabled_report, answer, policy)
         started = time.perf_counter()
         checked = await self.check(answer, question, context, policy)
-        report = apply(checked, policy) if isinstance(checked, Verified) else checked
+        if isinstance(checked, Verified):
+            try:
+                report = self.finish(checked, policy)
+            except GroundproxyError as err:  # an unreadable adapter: on_guard_error
+                report = failure_report(answer, policy, err)
+        else:
+            report = checked
         self.observe(policy, report, time.perf_counter() - started)
         return report
 
@@ -258,5 +274,6 @@ def build_guard(
     return GuardService(
         build_parts(
             settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
-        )
+        ),
+        adapters=AdapterCache(settings.data),
     )

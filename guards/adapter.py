@@ -1,0 +1,179 @@
+"""A tenant's adapter: a small combiner that replaces the answer-level decision.
+
+Zero-shot, an answer is accepted iff every claim is supported ("any claim not supported"
+rejects it). A tenant whose reviewers labelled answers (``POST /v1/groundproxy/feedback``,
+``groundproxy calibrate --fit``) gets an :class:`Adapter`: a logistic regression over
+answer-level aggregates of what stage 1 found (:func:`answer_features`), fitted on that
+tenant's labels only, and a threshold on its P(hallucinated). With an adapter in force:
+
+- P(hallucinated) ≤ threshold → the answer is **accepted**: its text is returned as the
+  upstream wrote it (claims not supported are only ``annotated``; no trust floor), the
+  answer action is ``none``;
+- P(hallucinated) > threshold → the answer is **rejected**: the claims get the policy's
+  actions as usual, and when every claim was supported the weakest one (lowest
+  P(supported)) becomes ``unverifiable`` with the adapter's reason, so the policy's
+  ``actions.unverifiable`` applies to it.
+
+The report carries ``adapter`` (version, P(hallucinated), threshold, decision). Pure logic:
+the file is read and cached in :mod:`groundproxy.proxy.adapters`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from groundproxy.guards.decide import trust_score
+from groundproxy.guards.errors import PolicyError
+from groundproxy.guards.stages import Verified, apply, decide
+from groundproxy.guards.types import ClaimResult, GuardReport
+from groundproxy.policies.schema import Policy
+
+FEATURES: tuple[str, ...] = (
+    "n_claims_log",
+    "no_claims",
+    "min_p_supported",
+    "mean_p_supported",
+    "min_raw_supported",
+    "mean_raw_supported",
+    "max_p_contradicted",
+    "mean_p_contradicted",
+    "share_supported",
+    "share_contradicted",
+    "share_unverifiable",
+    "share_rule_failed",
+    "share_no_evidence",
+    "max_uncertainty",
+    "min_retrieval",
+    "mean_retrieval",
+    "trust",
+)
+
+
+def _mean(xs: Sequence[float], empty: float) -> float:
+    return sum(xs) / len(xs) if xs else empty
+
+
+def answer_features(verified: Verified, results: Sequence[ClaimResult]) -> list[float]:
+    """The answer-level features, in :data:`FEATURES` order, from stage 1's output and the
+    per-claim verdicts (:func:`guards.stages.decide`). An answer with no claims has
+    P(supported) 1 and no contradiction (as the trust score says)."""
+    n = len(results)
+    raw_sup = [max((p.supported for p in s.probs), default=0.0) for s in verified.claims]
+    raw_con = [max((p.contradicted for p in s.probs), default=0.0) for s in verified.claims]
+    best_score = [max((e.score for e in s.evidence), default=0.0) for s in verified.claims]
+    sup = [r.probs.supported for r in results]
+    verdicts = [r.verdict for r in results]
+    return [
+        math.log1p(n),
+        1.0 if n == 0 else 0.0,
+        min(sup, default=1.0),
+        _mean(sup, 1.0),
+        min(raw_sup, default=1.0),
+        _mean(raw_sup, 1.0),
+        max(raw_con, default=0.0),
+        _mean(raw_con, 0.0),
+        _mean([float(v == "supported") for v in verdicts], 1.0),
+        _mean([float(v == "contradicted") for v in verdicts], 0.0),
+        _mean([float(v == "unverifiable") for v in verdicts], 0.0),
+        _mean([float(not s.rule.ok) for s in verified.claims], 0.0),
+        _mean([float(not s.evidence) for s in verified.claims], 0.0),
+        max((r.uncertainty for r in results), default=0.0),
+        min(best_score, default=1.0),
+        _mean(best_score, 1.0),
+        trust_score(results),
+    ]
+
+
+def _floats(data: Mapping[str, Any], key: str, n: int) -> list[float]:
+    value = data.get(key)
+    if not isinstance(value, list) or len(value) != n:
+        raise PolicyError(f"adapter: '{key}' must be a list of {n} numbers")
+    out = []
+    for v in value:
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+            raise PolicyError(f"adapter: '{key}' must hold finite numbers")
+        out.append(float(v))
+    return out
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A fitted combiner: standardized features → logistic P(hallucinated)."""
+
+    version: int
+    verifier: str
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    threshold: float  # reject iff P(hallucinated) > threshold
+
+    def p_hallucinated(self, features: Sequence[float]) -> float:
+        z = self.intercept + sum(
+            c * (x - m) / s
+            for c, x, m, s in zip(self.coef, features, self.mean, self.scale, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Adapter:
+        """Validated; a file made for other features is refused (PolicyError)."""
+        names = data.get("features")
+        if names != list(FEATURES):
+            raise PolicyError("adapter: made for other features; fit it again")
+        n = len(FEATURES)
+        scale = _floats(data, "scale", n)
+        if any(s <= 0 for s in scale):
+            raise PolicyError("adapter: 'scale' must be positive")
+        version, threshold = data.get("version"), data.get("threshold")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise PolicyError("adapter: 'version' must be a positive integer")
+        if not isinstance(threshold, int | float) or not 0.0 <= threshold <= 1.0:
+            raise PolicyError("adapter: 'threshold' must be a number in [0, 1]")
+        (intercept,) = _floats({"intercept": [data.get("intercept")]}, "intercept", 1)
+        return cls(
+            version=version,
+            verifier=str(data.get("verifier", "")),
+            mean=tuple(_floats(data, "mean", n)),
+            scale=tuple(scale),
+            coef=tuple(_floats(data, "coef", n)),
+            intercept=intercept,
+            threshold=float(threshold),
+        )
+
+
+def _accepting(policy: Policy) -> Policy:
+    """``policy`` with every claim action ``annotate`` and no trust floor."""
+    actions = policy.actions.model_copy(
+        update={"contradicted": "annotate", "unverifiable": "annotate", "block_below_trust": 0.0}
+    )
+    return policy.model_copy(update={"actions": actions})
+
+
+def apply_adapted(verified: Verified, policy: Policy, adapter: Adapter) -> GuardReport:
+    """Stage 2 with the adapter's answer-level decision (module docstring)."""
+    results = decide(verified, policy)
+    p = adapter.p_hallucinated(answer_features(verified, results))
+    reject = p > adapter.threshold
+    if reject:
+        if results and all(r.verdict == "supported" for r in results):
+            weakest = min(results, key=lambda r: r.probs.supported)
+            weakest.verdict = "unverifiable"
+            weakest.explanation = (
+                f"the tenant's adapter v{adapter.version} judges the answer unsupported "
+                f"(p={p:.2f} > {adapter.threshold:.2f}); this is its weakest claim"
+            )
+        report = apply(verified, policy, results=results)
+    else:
+        report = apply(verified, _accepting(policy), results=results)
+        report.action = "none"
+    report.adapter = {
+        "version": adapter.version,
+        "p_hallucinated": round(p, 4),
+        "threshold": round(adapter.threshold, 4),
+        "decision": "reject" if reject else "accept",
+    }
+    return report

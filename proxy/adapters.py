@@ -1,0 +1,106 @@
+"""A tenant's adapter files (:mod:`groundproxy.guards.adapter`) and the cache that serves them.
+
+``groundproxy calibrate --fit`` writes ``<data>/<tenant>/adapter-v<N>.json`` (N = 1, 2, …;
+every version is kept) and then ``<data>/<tenant>/adapter.json``, the version in force
+(the same content; both written atomically). The guard reads ``adapter.json`` through
+:class:`AdapterCache`, which re-reads it when its mtime changes: a new fit is served by the
+next request, without a restart. No file → no adapter (the zero-shot decision). An
+unreadable file, or one fitted for another verifier than the policy's, is a
+:class:`PolicyError` (the policy's ``on_guard_error`` applies), never a silent fall-back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.errors import PolicyError
+from groundproxy.retrieval.names import validate_tenant
+
+CURRENT = "adapter.json"
+_VERSIONED = re.compile(r"^adapter-v(\d+)\.json$")
+
+
+def tenant_dir(data_dir: Path, tenant: str) -> Path:
+    return Path(data_dir) / validate_tenant(tenant)
+
+
+def versions(data_dir: Path, tenant: str) -> list[int]:
+    folder = tenant_dir(data_dir, tenant)
+    if not folder.is_dir():
+        return []
+    found = (_VERSIONED.match(p.name) for p in folder.iterdir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def _write_atomic(path: Path, content: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".adapter-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(content, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_adapter(data_dir: Path, tenant: str, content: dict[str, Any]) -> Path:
+    """Write the next version and make it the one in force; returns the versioned path.
+    ``content["version"]`` is set here."""
+    version = max(versions(data_dir, tenant), default=0) + 1
+    content = {**content, "version": version}
+    Adapter.from_dict(content)  # never write a file the guard would refuse
+    folder = tenant_dir(data_dir, tenant)
+    path = folder / f"adapter-v{version}.json"
+    _write_atomic(path, content)
+    _write_atomic(folder / CURRENT, content)
+    return path
+
+
+class AdapterCache:
+    """Thread-safe reader of the tenants' ``adapter.json``, re-read when it changes."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self._cache: dict[str, tuple[int, Adapter | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant: str) -> Adapter | None:
+        path = tenant_dir(self.data_dir, tenant) / CURRENT
+        try:
+            stamp = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        with self._lock:
+            hit = self._cache.get(tenant)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        try:
+            adapter = Adapter.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+            raise PolicyError(f"cannot read the adapter of tenant '{tenant}': {exc}") from exc
+        with self._lock:
+            self._cache[tenant] = (stamp, adapter)
+        return adapter
+
+    def for_verifier(self, tenant: str, verifier: str) -> Adapter | None:
+        """The tenant's adapter, checked against the verifier the policy uses now."""
+        adapter = self.get(tenant)
+        if adapter is not None and adapter.verifier != verifier:
+            raise PolicyError(
+                f"the adapter of tenant '{tenant}' was fitted on verifier '{adapter.verifier}'"
+                f", the policy uses '{verifier}': run 'groundproxy calibrate --fit' again"
+            )
+        return adapter

@@ -1,0 +1,164 @@
+"""Reviewers' labels for a tenant: ``<data>/<tenant>/feedback.jsonl`` (append-only).
+
+One JSON object a line (also the format of a labels file for ``groundproxy calibrate
+--fit FILE``, where the rows of ``../shared/data`` are accepted as well)::
+
+    {"id": "fb-…", "created": 1700000000.0, "label_hallucinated": 0 | 1,
+     "answer": "…", "question": "…" | null, "context": ["evidence text", …],
+     "request_id": "…" | null, "step_id": "…" | null,
+     "claims": [{"text": "…", "label": "supported" | "hallucinated"}] | null}
+
+An answer is labelled hallucinated (1) or not (0) directly, or through its claims: any
+claim labelled ``hallucinated`` makes the answer 1, all ``supported`` make it 0. Each
+append is one ``write`` of one line, flushed and fsynced, under a per-process lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from groundproxy.guards.errors import BadRequestError
+from groundproxy.retrieval.names import validate_tenant
+
+FEEDBACK_FILE = "feedback.jsonl"
+MAX_TEXT = 100_000
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One labelled answer."""
+
+    answer: str
+    label_hallucinated: int
+    question: str | None = None
+    context: list[str] = field(default_factory=list)
+    id: str = ""
+    created: float = 0.0
+    request_id: str | None = None
+    step_id: str | None = None
+    claims: list[dict[str, str]] | None = None
+
+
+def feedback_path(data_dir: Path, tenant: str) -> Path:
+    return Path(data_dir) / validate_tenant(tenant) / FEEDBACK_FILE
+
+
+def _text(d: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    v = d.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, str) or (required and not v.strip()):
+        raise BadRequestError(f"'{key}' must be a non-empty string", param=key)
+    if len(v) > MAX_TEXT:
+        raise BadRequestError(f"'{key}' is longer than {MAX_TEXT} characters", param=key)
+    return v
+
+
+def _claims(d: Mapping[str, Any]) -> list[dict[str, str]] | None:
+    raw = d.get("claims")
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw:
+        raise BadRequestError("'claims' must be a non-empty list", param="claims")
+    out = []
+    for i, c in enumerate(raw):
+        if not isinstance(c, dict) or c.get("label") not in ("supported", "hallucinated"):
+            raise BadRequestError(
+                f"claims[{i}] needs a 'text' and a 'label' of supported or hallucinated",
+                param=f"claims.{i}",
+            )
+        out.append({"text": _text(c, "text", required=True) or "", "label": str(c["label"])})
+    return out
+
+
+def answer_label(d: Mapping[str, Any], claims: Sequence[Mapping[str, str]] | None) -> int:
+    """``label_hallucinated`` (0/1), ``label`` (supported/hallucinated), else the claims."""
+    if "label_hallucinated" in d:
+        v = d["label_hallucinated"]
+        if v not in (0, 1) or isinstance(v, float | str):
+            raise BadRequestError("'label_hallucinated' must be 0 or 1", param="label_hallucinated")
+        return int(v)
+    if "label" in d:
+        if d["label"] not in ("supported", "hallucinated"):
+            raise BadRequestError("'label' must be supported or hallucinated", param="label")
+        return int(d["label"] == "hallucinated")
+    if claims:
+        return int(any(c["label"] == "hallucinated" for c in claims))
+    raise BadRequestError("give 'label', 'label_hallucinated' or labelled 'claims'", param="label")
+
+
+def parse_labelled(d: Any) -> Labelled:
+    """A labelled answer from a feedback record or a ``../shared/data`` row."""
+    if not isinstance(d, dict):
+        raise BadRequestError("a labelled answer must be a JSON object")
+    answer = _text(d, "answer") if "answer" in d else _text(d, "response")
+    if not answer or not answer.strip():
+        raise BadRequestError("'answer' must be a non-empty string", param="answer")
+    question = _text(d, "question") if "question" in d else _text(d, "query")
+    context = d.get("context")
+    if isinstance(context, str):
+        context = [context]
+    if context is None:
+        context = []
+    if not isinstance(context, list) or not all(isinstance(c, str) for c in context):
+        raise BadRequestError("'context' must be a string or a list of strings", param="context")
+    claims = _claims(d)
+    return Labelled(
+        answer=answer,
+        label_hallucinated=answer_label(d, claims),
+        question=question or None,
+        context=[c for c in context if c.strip()],
+        id=str(d.get("id") or ""),
+        created=float(d["created"]) if isinstance(d.get("created"), int | float) else 0.0,
+        request_id=_text(d, "request_id"),
+        step_id=_text(d, "step_id"),
+        claims=claims,
+    )
+
+
+def append(data_dir: Path, tenant: str, item: Labelled) -> Labelled:
+    """Append one record (id and time set here); returns it."""
+    stored = Labelled(
+        **{**asdict(item), "id": f"fb-{uuid.uuid4().hex[:16]}", "created": round(time.time(), 3)}
+    )
+    path = feedback_path(data_dir, tenant)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(asdict(stored), ensure_ascii=False) + "\n").encode("utf-8")
+    with _LOCK:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return stored
+
+
+def read_labelled(path: Path) -> list[Labelled]:
+    """Every record of a feedback or labels file (a missing file: none)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequestError(f"cannot read {path}: {exc}") from exc
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_labelled(json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise BadRequestError(f"{path}:{n}: not JSON ({exc})") from exc
+        except BadRequestError as exc:
+            raise BadRequestError(f"{path}:{n}: {exc.message}") from exc
+    return out

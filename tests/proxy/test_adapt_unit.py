@@ -1,0 +1,86 @@
+"""The adapter's pieces without a server: fit, file versions and hot reload, feedback parsing."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from groundproxy.guards.adapter import FEATURES, Adapter
+from groundproxy.guards.errors import BadRequestError, PolicyError
+from groundproxy.proxy.adapt import best_threshold, fit_combiner
+from groundproxy.proxy.adapters import AdapterCache, versions, write_adapter
+from groundproxy.proxy.feedback import (
+    Labelled,
+    append,
+    feedback_path,
+    parse_labelled,
+    read_labelled,
+)
+
+
+def _rows(n: int, seed: int) -> tuple[list[list[float]], list[int]]:
+    rng = random.Random(seed)
+    xs, ys = [], []
+    for i in range(n):
+        y = i % 2
+        x = [rng.random() for _ in FEATURES]
+        x[FEATURES.index("max_p_contradicted")] = 0.8 * y + 0.2 * rng.random()
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+def test_fit_learns_the_signal_and_conformal_threshold() -> None:
+    xs, ys = _rows(60, 0)
+    fit = fit_combiner(xs, ys, seed=0)
+    ad = Adapter.from_dict({**fit, "version": 1, "verifier": "v"})
+    preds = [int(ad.p_hallucinated(x) > ad.threshold) for x in xs]
+    assert sum(p == y for p, y in zip(preds, ys, strict=True)) / len(ys) > 0.9
+    assert fit["fit"]["oof_balanced_accuracy"] > 0.9
+    conf = fit_combiner(xs, ys, alpha=0.1, seed=0)
+    assert conf["fit"]["threshold_rule"] == "split conformal" and 0 <= conf["threshold"] <= 1
+    with pytest.raises(BadRequestError):
+        fit_combiner(xs[:5], ys[:5])
+    assert best_threshold([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9]) == pytest.approx(0.5)
+
+
+def test_versions_and_hot_reload(tmp_path: Path) -> None:
+    xs, ys = _rows(40, 1)
+    content = {**fit_combiner(xs, ys), "verifier": "v"}
+    cache = AdapterCache(tmp_path)
+    assert cache.get("acme") is None
+    write_adapter(tmp_path, "acme", content)
+    assert cache.get("acme") is not None and cache.get("acme").version == 1  # type: ignore[union-attr]
+    write_adapter(tmp_path, "acme", {**content, "threshold": 0.25})
+    current = tmp_path / "acme" / "adapter.json"
+    os.utime(current, ns=(1, 1))  # a different mtime even on a coarse clock
+    got = cache.get("acme")
+    assert got is not None and got.version == 2 and got.threshold == 0.25
+    assert versions(tmp_path, "acme") == [1, 2]
+    with pytest.raises(PolicyError):
+        cache.for_verifier("acme", "other")
+    current.write_text(json.dumps({"features": ["x"]}), encoding="utf-8")
+    with pytest.raises(PolicyError):
+        cache.get("acme")
+
+
+def test_feedback_records(tmp_path: Path) -> None:
+    item = parse_labelled({"answer": "A.", "claims": [{"text": "A.", "label": "hallucinated"}]})
+    assert item.label_hallucinated == 1
+    row = parse_labelled({"response": "B.", "query": "q", "context": "c", "label_hallucinated": 0})
+    assert row == Labelled(answer="B.", label_hallucinated=0, question="q", context=["c"])
+    for bad in (
+        {"answer": "A."},
+        {"answer": "", "label": "supported"},
+        {"answer": "A.", "label_hallucinated": 2},
+    ):
+        with pytest.raises(BadRequestError):
+            parse_labelled(bad)
+    append(tmp_path, "acme", item)
+    append(tmp_path, "acme", row)
+    stored = read_labelled(feedback_path(tmp_path, "acme"))
+    assert [s.label_hallucinated for s in stored] == [1, 0] and stored[0].id.startswith("fb-")
