@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from groundproxy.guards.errors import BadRequestError
 from groundproxy.guards.types import Embedder, EvidenceSource
@@ -43,6 +43,9 @@ class Row:
     response: str
     label: int
     gold_doc: str | None = None  # the index document holding the answer (calibration)
+
+
+T = TypeVar("T")
 
 
 def read_rows(path: Path, limit: int | None = None) -> list[Row]:
@@ -75,7 +78,7 @@ def read_rows(path: Path, limit: int | None = None) -> list[Row]:
     return rows
 
 
-def sample_rows(rows: Sequence[Row], limit: int | None, seed: int = 0) -> list[Row]:
+def sample_rows(rows: Sequence[T], limit: int | None, seed: int = 0) -> list[T]:
     """``limit`` rows drawn with ``seed``, in file order; all of them without a limit."""
     if limit is None or limit >= len(rows):
         return list(rows)

@@ -70,5 +70,5 @@ def guarded(
     """``answer`` through the served path under the tenant's default policy (+ ``policy``)."""
     fields: dict[str, object] = {"retrieval": {"index": tenant}, "latency_budget_ms": 60_000}
     fields.update(policy)
-    p = local_policy(tenant, **fields)
+    p = local_policy(tenant, **fields)  # type: ignore[arg-type]
     return guard.guard_sync(answer, question, context or [], p, cache=False)

@@ -86,8 +86,8 @@ HANDBOOK_TEXT = "The warranty lasts 12 months from the date of purchase."
 
 def test_eval_limit_draws_a_seeded_sample() -> None:
     rows = list(range(1000))
-    first = sample_rows(rows, 100, seed=0)  # type: ignore[arg-type]
+    first = sample_rows(rows, 100, seed=0)
     assert len(first) == 100 and first == sorted(first) and first != rows[:100]
-    assert first == sample_rows(rows, 100, seed=0)  # type: ignore[arg-type]
-    assert first != sample_rows(rows, 100, seed=1)  # type: ignore[arg-type]
-    assert sample_rows(rows, None) == rows  # type: ignore[arg-type]
+    assert first == sample_rows(rows, 100, seed=0)
+    assert first != sample_rows(rows, 100, seed=1)
+    assert sample_rows(rows, None) == rows
