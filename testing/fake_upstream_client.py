@@ -23,7 +23,7 @@ from typing import Any
 from groundproxy.guards.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.upstream_types import ChunkStream, Completion, UpstreamAnswer, collect
-from groundproxy.testing.fake_upstream import (
+from groundproxy.testing.fake_bodies import (
     DEFAULT_ANSWER,
     completion_body,
     embedding_body,

@@ -20,7 +20,7 @@ from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.upstream import Upstream, UpstreamClient
 from groundproxy.proxy.upstream_types import ChunkStream, Completion, collect, parse_chunk
 from groundproxy.testing.fake_upstream_client import FakeUpstream
-from tests.conftest import KEYS, _policy
+from tests.conftest import KEYS, _policy, share_index_files
 
 RULES = [{"match": "warranty", "answer": "The warranty lasts 12 months."}]
 MESSAGES = [{"role": "user", "content": "How long is the warranty?"}]
@@ -169,6 +169,7 @@ async def test_the_app_serves_through_an_injected_fake(tmp_path: Path, data_dir:
     for tenant, extra in (("acme", {}), ("sentence", {"stream": "sentence"})):
         pol = _policy(tenant, 9, retrieval={"index": "acme"}, **extra)  # port 9: never used
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(pol), encoding="utf-8")
+    share_index_files(policies)  # both tenants read acme's index
     app = create_app(Settings(policies=policies, data=data_dir, watch_policies=False))
     fake = FakeUpstream([{"match": "warranty", "answer": "The warranty lasts 24 months."}])
     async with app.router.lifespan_context(app):
