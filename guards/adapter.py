@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from groundproxy.errors import PolicyError
 from groundproxy.guards.decide import trust_score
-from groundproxy.guards.errors import PolicyError
 from groundproxy.guards.stages import Verified, apply, decide
 from groundproxy.guards.types import ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from groundproxy.errors import GroundproxyError, GuardTimeoutError, OverloadedError
 from groundproxy.guards.claims import decompose
-from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError, OverloadedError
 from groundproxy.guards.sentences import Stop, fast_sentence_spans, guard_cut
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import Policy

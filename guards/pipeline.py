@@ -26,8 +26,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from groundproxy.errors import GuardError
 from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
-from groundproxy.guards.errors import GuardError
 from groundproxy.guards.failures import unverified_report
 from groundproxy.guards.stages import EvidenceFn, apply, verify
 from groundproxy.guards.types import (

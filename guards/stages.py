@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from groundproxy.errors import GroundproxyError, GuardError, GuardTimeoutError
 from groundproxy.guards.claims import decompose
 from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
@@ -28,7 +29,6 @@ from groundproxy.guards.decide import (
     resolve_threshold,
     trust_score,
 )
-from groundproxy.guards.errors import GroundproxyError, GuardError, GuardTimeoutError
 from groundproxy.guards.failures import with_unverified_tail
 from groundproxy.guards.rewrite import Cited, render, rendered_trust
 from groundproxy.guards.rules import RuleResult, check_claim

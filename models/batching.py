@@ -33,7 +33,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import GuardError
+from groundproxy.errors import GuardError
 from groundproxy.guards.types import Embedder, Pair, Probs, Verifier, WrappedVerifier
 
 T = TypeVar("T")

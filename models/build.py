@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from groundproxy.guards.errors import BadRequestError, GroundproxyError, ModelLoadError
+from groundproxy.errors import BadRequestError, GroundproxyError, ModelLoadError
 from groundproxy.guards.types import VERDICTS, Verdict
 from groundproxy.models.build_onnx import (
     FP32_FILE,

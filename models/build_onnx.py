@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import VERDICTS, Pair, Verdict
 from groundproxy.models.built_verifier import BuiltVerifier
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import VERDICTS, Pair, Probs
 from groundproxy.models.ce_window import select_evidence
 from groundproxy.models.features import clip_claim

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder, Pair, Probs
 from groundproxy.models.features import N_FEATURES, featurize
 from groundproxy.retrieval.embedder import MINILM_DIM, MINILM_NAME

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import structlog
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder, Verifier
 
 log = structlog.get_logger(__name__)

@@ -1,6 +1,6 @@
 """Parse one policy file into a :class:`LoadedPolicy`, with errors people can act on.
 
-Every failure is a :class:`~guards.errors.PolicyError` whose message names the file,
+Every failure is a :class:`~groundproxy.errors.PolicyError` whose message names the file,
 the field path (``retrieval.top_k``) and, for an unknown key, the closest valid key::
 
     policies/acme.yaml: unknown key 'retreival' — did you mean 'retrieval'?

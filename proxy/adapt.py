@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import FEATURES, answer_features
 from groundproxy.guards.conformal import conformal_threshold
-from groundproxy.guards.errors import BadRequestError
 from groundproxy.guards.stages import decide
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.adapters import write_adapter

@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from groundproxy.errors import PolicyError
 from groundproxy.guards.adapter import Adapter
-from groundproxy.guards.errors import PolicyError
 from groundproxy.retrieval.names import validate_tenant
 
 CURRENT = "adapter.json"

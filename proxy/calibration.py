@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from groundproxy.guards.errors import PolicyError
+from groundproxy.errors import PolicyError
 from groundproxy.policies.schema import Policy
 from groundproxy.retrieval.names import validate_tenant
 

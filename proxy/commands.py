@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from groundproxy.guards.errors import BadRequestError, NotFoundError
+from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.proxy import storage as backends
 from groundproxy.retrieval.embedder import load_embedder
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.guarding import GuardService, build_guard

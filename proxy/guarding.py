@@ -19,9 +19,9 @@ from typing import Literal
 import anyio
 import structlog
 
+from groundproxy.errors import GroundproxyError, GuardTimeoutError
 from groundproxy.guards.adapter import apply_adapted
 from groundproxy.guards.cache import CachingVerifier
-from groundproxy.guards.errors import GroundproxyError, GuardTimeoutError
 from groundproxy.guards.failures import (
     admission,
     budget_error,

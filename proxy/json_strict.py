@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from psycopg.types.json import Jsonb
 
-from groundproxy.guards.errors import PolicyError
+from groundproxy.errors import PolicyError
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.calibration import CalibrationCache

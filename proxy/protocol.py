@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from groundproxy.guards.errors import BadRequestError, BodyTooLargeError
+from groundproxy.errors import BadRequestError, BodyTooLargeError
 from groundproxy.proxy.json_strict import loads_strict
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 from groundproxy.guards.failures import disabled_report
 from groundproxy.guards.report import report_body
 from groundproxy.guards.types import GuardReport

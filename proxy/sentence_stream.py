@@ -36,7 +36,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 from groundproxy.guards.json_claims import parse_json_answer
 from groundproxy.guards.report import report_body
 from groundproxy.guards.segments import Segment, SentenceSegmenter

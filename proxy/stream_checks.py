@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from groundproxy.guards.errors import UpstreamError
+from groundproxy.errors import UpstreamError
 
 
 class _Delta(Protocol):

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.errors import UnknownModelError
+from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
 from groundproxy.proxy.redact import remember_secret

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from groundproxy.guards.errors import UpstreamError
+from groundproxy.errors import UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.stream_checks import AnswerSeen
 

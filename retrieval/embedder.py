@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groundproxy.guards.errors import BadRequestError
+from groundproxy.errors import BadRequestError
 from groundproxy.retrieval.names import MAX_NAME_CHARS, sanitize_doc_id
 
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
 

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from groundproxy.guards.errors import GroundproxyError
+from groundproxy.errors import GroundproxyError
 from groundproxy.guards.types import Embedder, Evidence
 from groundproxy.retrieval.chunk_store import (
     ChunkRecord,

@@ -13,7 +13,7 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.chunker import chunk_text
 from groundproxy.retrieval.fsutil import sha256_text

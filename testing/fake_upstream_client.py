@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundproxy.guards.errors import BadRequestError, UpstreamError
+from groundproxy.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.upstream_types import ChunkStream, Completion, UpstreamAnswer, collect
 from groundproxy.testing.fake_bodies import (

@@ -24,7 +24,7 @@ import anyio
 import structlog
 from fastapi import APIRouter
 
-from groundproxy.guards.errors import BadRequestError, NotFoundError
+from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy import answers
 from groundproxy.proxy.auth import AdminTenant

@@ -26,7 +26,7 @@ import anyio
 import structlog
 from fastapi import APIRouter, Query, Request, Response
 
-from groundproxy.guards.errors import NotFoundError, PermissionDeniedError
+from groundproxy.errors import NotFoundError, PermissionDeniedError
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy import answers
 from groundproxy.proxy.auth import admin_tenant_for

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from groundproxy.guards.errors import AuthenticationError, PermissionDeniedError
+from groundproxy.errors import AuthenticationError, PermissionDeniedError
 from groundproxy.proxy.auth import bearer_key
 from groundproxy.proxy.state import app_state
 

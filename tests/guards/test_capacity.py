@@ -9,8 +9,8 @@ import time
 import anyio
 import pytest
 
+from groundproxy.errors import GuardTimeoutError, OverloadedError
 from groundproxy.guards.claims import decompose
-from groundproxy.guards.errors import GuardTimeoutError, OverloadedError
 from groundproxy.guards.failures import admission, overload_error, unverified_report
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from groundproxy.guards.errors import GuardError, GuardTimeoutError
+from groundproxy.errors import GuardError, GuardTimeoutError
 from groundproxy.guards.failures import budget_error, disabled_report, failure_report
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn, run_guard

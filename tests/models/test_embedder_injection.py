@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from groundproxy.guards.errors import ModelLoadError
+from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder, Pair
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.registry import VerifierRegistry

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from groundproxy.errors import BadRequestError, PolicyError
 from groundproxy.guards.adapter import FEATURES, Adapter
-from groundproxy.guards.errors import BadRequestError, PolicyError
 from groundproxy.proxy.adapt import best_threshold, fit_combiner
 from groundproxy.proxy.adapters import AdapterCache, versions, write_adapter
 from groundproxy.proxy.feedback import (

@@ -13,7 +13,7 @@ import pytest
 import structlog
 import yaml
 
-from groundproxy.guards.errors import BadRequestError, UpstreamError
+from groundproxy.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.settings import Settings

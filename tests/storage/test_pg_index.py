@@ -10,7 +10,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from groundproxy.guards.errors import IndexStoreError
+from groundproxy.errors import IndexStoreError
 from groundproxy.proxy.storage import PostgresStorage, delete_documents, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.pg_index import PgIndexManager
