@@ -1,5 +1,80 @@
 """Pure verification logic over plain data: claims, evidence, verdicts, actions.
 
 Nothing here imports a web framework or does I/O of its own; retrieval and model
-inference reach it through the small protocols in :mod:`guards.types`.
+inference reach it through the small protocols in :mod:`groundproxy.guards.types`.
+
+This module is the package's public surface: the serving layer (``proxy/``) and the
+integrations import the guard from here (and its data types from ``guards.types``), never
+from the modules behind it (``tests/test_architecture.py`` checks that).
+
+- the two stages: :func:`verify` (claims, evidence, rules, one verifier batch) and
+  :func:`apply` (verdicts, answer action, rewrite, trust, citations), and
+  :func:`decide_claims` (the verdicts alone);
+- streaming: :class:`SentenceSegmenter`/:class:`Segment` and :class:`StreamedAnswer`;
+- failures and overload: :func:`failure_report`, :func:`budget_error`, :func:`admission`, …;
+- rendering: :func:`report_body`, :func:`report_headers`, :func:`header_safe`;
+- JSON answers, the verdict cache, the tenant adapter, conformal maths, the trace walk.
 """
+
+from groundproxy.guards.adapter import FEATURES, Adapter, answer_features, apply_adapted
+from groundproxy.guards.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
+from groundproxy.guards.failures import (
+    admission,
+    budget_error,
+    disabled_report,
+    failure_report,
+    overload_error,
+    shed_error,
+)
+from groundproxy.guards.json_claims import (
+    claim_text,
+    guarded_json,
+    parse_json_answer,
+    response_schema,
+)
+from groundproxy.guards.pipeline import evidence_fn, run_guard
+from groundproxy.guards.report import header_safe, report_body, report_headers
+from groundproxy.guards.segments import Segment, SentenceSegmenter
+from groundproxy.guards.stages import Verified, apply, verify
+from groundproxy.guards.stages import decide as decide_claims
+from groundproxy.guards.streamed import StreamedAnswer
+from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, walk_back
+
+__all__ = [
+    "FEATURES",
+    "Adapter",
+    "CachingVerifier",
+    "Segment",
+    "SentenceSegmenter",
+    "StreamedAnswer",
+    "TraceClaim",
+    "TraceNode",
+    "VerdictCache",
+    "Verified",
+    "admission",
+    "answer_features",
+    "apply",
+    "apply_adapted",
+    "beta_binomial_interval",
+    "budget_error",
+    "claim_text",
+    "conformal_threshold",
+    "coverage",
+    "decide_claims",
+    "disabled_report",
+    "evidence_fn",
+    "failure_report",
+    "final_step",
+    "guarded_json",
+    "header_safe",
+    "overload_error",
+    "parse_json_answer",
+    "report_body",
+    "report_headers",
+    "response_schema",
+    "run_guard",
+    "shed_error",
+    "verify",
+    "walk_back",
+]

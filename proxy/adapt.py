@@ -33,9 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.adapter import FEATURES, answer_features
-from groundproxy.guards.conformal import conformal_threshold
-from groundproxy.guards.stages import decide
+from groundproxy.guards import FEATURES, answer_features, conformal_threshold, decide_claims
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.adapters import write_adapter
 from groundproxy.proxy.feedback import Labelled, feedback_path, read_labelled
@@ -50,7 +48,7 @@ def featurize(item: Labelled, policy: Policy, guard: GuardService) -> tuple[list
     """(features, zero-shot prediction) of one labelled answer, by the serve path."""
     context = [("context", c) for c in item.context]
     verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
-    results = decide(verified, policy)
+    results = decide_claims(verified, policy)
     rule = int(not results or any(r.verdict != "supported" for r in results))
     return answer_features(verified, results), rule
 

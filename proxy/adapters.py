@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards.adapter import Adapter
+from groundproxy.guards import Adapter
 from groundproxy.retrieval.names import validate_tenant
 
 CURRENT = "adapter.json"

@@ -48,7 +48,7 @@ from typing import Any
 import structlog
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
+from groundproxy.guards import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy

@@ -9,8 +9,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards.json_claims import parse_json_answer, response_schema
-from groundproxy.guards.report import report_body
+from groundproxy.guards import parse_json_answer, report_body, response_schema
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.guarding import GuardService

@@ -60,7 +60,7 @@ def check(
     cache: Path | None = None,
 ) -> int:
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
-    from groundproxy.guards.report import report_body
+    from groundproxy.guards import report_body
     from groundproxy.policies.loader import PolicyStore
     from groundproxy.proxy.guarding import build_guard
     from groundproxy.proxy.settings import Settings

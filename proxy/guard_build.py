@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groundproxy.guards.cache import VerdictCache
+from groundproxy.guards import VerdictCache
 from groundproxy.guards.types import Embedder, Verifier
 from groundproxy.models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
 from groundproxy.models.registry import VerifierRegistry, models_dir_for

@@ -20,18 +20,20 @@ import anyio
 import structlog
 
 from groundproxy.errors import GroundproxyError, GuardTimeoutError
-from groundproxy.guards.adapter import apply_adapted
-from groundproxy.guards.cache import CachingVerifier
-from groundproxy.guards.failures import (
+from groundproxy.guards import (
+    CachingVerifier,
+    Verified,
     admission,
+    apply,
+    apply_adapted,
     budget_error,
     disabled_report,
+    evidence_fn,
     failure_report,
     overload_error,
     shed_error,
+    verify,
 )
-from groundproxy.guards.pipeline import evidence_fn
-from groundproxy.guards.stages import Verified, apply, verify
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapters import AdapterCache

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from groundproxy.guards.report import header_safe, report_headers
+from groundproxy.guards import header_safe, report_headers
 from groundproxy.guards.types import GuardReport
 
 Mode = Literal["buffer", "sentence", "relay"]

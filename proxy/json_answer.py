@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from groundproxy.guards.json_claims import claim_text, guarded_json
+from groundproxy.guards import claim_text, guarded_json
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.guarding import GuardService

@@ -26,8 +26,7 @@ from typing import Any
 import structlog
 
 from groundproxy.errors import GroundproxyError
-from groundproxy.guards.failures import disabled_report
-from groundproxy.guards.report import report_body
+from groundproxy.guards import disabled_report, report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.errors import error_code, exception_body

@@ -37,11 +37,14 @@ from typing import Any
 import structlog
 
 from groundproxy.errors import GroundproxyError
-from groundproxy.guards.json_claims import parse_json_answer
-from groundproxy.guards.report import report_body
-from groundproxy.guards.segments import Segment, SentenceSegmenter
-from groundproxy.guards.stages import Verified
-from groundproxy.guards.streamed import StreamedAnswer
+from groundproxy.guards import (
+    Segment,
+    SentenceSegmenter,
+    StreamedAnswer,
+    Verified,
+    parse_json_answer,
+    report_body,
+)
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService

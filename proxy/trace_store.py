@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groundproxy.guards.trace_walk import TraceClaim, TraceNode
+from groundproxy.guards import TraceClaim, TraceNode
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy import answers

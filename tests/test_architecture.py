@@ -2,6 +2,9 @@
 
 - no import cycle between the top-level packages, nor between modules;
 - ``guards/`` (pure logic) imports no web framework or HTTP client;
+- ``proxy/``, ``integrations/`` and ``testing/`` use the guard through its public surface
+  (``groundproxy.guards``: the two stages and what serves them) and its data types
+  (``groundproxy.guards.types``), never the modules behind it;
 - no module over 400 lines;
 - runtime code never imports the training code (``groundproxy.models.train``);
 - every folder with an ``__init__.py`` is a package listed in pyproject's
@@ -175,6 +178,18 @@ def test_guards_import_no_web_framework_or_http_client() -> None:
         if i.split(".")[0] in NOT_IN_GUARDS
     )
     assert bad == []
+
+
+def test_the_serving_layer_uses_only_the_guards_public_surface() -> None:
+    allowed = {f"{PACKAGE}.guards", f"{PACKAGE}.guards.types"}
+    internals = {n for n in modules() if n.startswith(f"{PACKAGE}.guards.")} - allowed
+    bad = {
+        m.name: sorted(m.imports & internals)
+        for m in modules().values()
+        if m.top in {f"{PACKAGE}.proxy", f"{PACKAGE}.integrations", f"{PACKAGE}.testing"}
+        and m.imports & internals
+    }
+    assert bad == {}
 
 
 def test_errors_module_imports_nothing_of_ours() -> None:

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.errors import AuthenticationError
-from groundproxy.guards.report import report_body, report_headers
+from groundproxy.guards import report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
 from groundproxy.proxy.body import read_body

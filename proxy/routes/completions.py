@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.report import report_body
+from groundproxy.guards import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody

@@ -18,7 +18,7 @@ import structlog
 from fastapi import APIRouter, Request
 
 from groundproxy.errors import BadRequestError, NotFoundError
-from groundproxy.guards.trace_walk import final_step, walk_back
+from groundproxy.guards import final_step, walk_back
 from groundproxy.proxy.auth import ReaderTenant
 from groundproxy.proxy.state import Parts, State
 from groundproxy.proxy.traces import TRACE_ID_RE
