@@ -46,6 +46,7 @@ from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
+from groundproxy.proxy.stream_pacing import Paced
 from groundproxy.proxy.upstream import StreamDelta, Upstream, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
@@ -127,8 +128,13 @@ async def sentence_events(
                 state.sent.append(text)
                 yield out.chunk({"content": text})
 
+    paced = Paced(stream, loaded.policy, segmenter.holding)  # the policy's stream deadlines
     try:
-        async for d in stream:
+        async for d in paced:
+            if d is None:  # held past max_hold_ms with no sentence end: send it now
+                async for piece in emit(segmenter.release()):
+                    yield piece
+                continue
             if not out.note(d):
                 continue
             if not role_sent:
@@ -149,6 +155,7 @@ async def sentence_events(
         yield sse("[DONE]")
         return
     finally:
+        await paced.aclose()
         await stream.aclose()
     report = state.report()
     if on_report is not None:
