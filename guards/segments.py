@@ -132,6 +132,20 @@ class SentenceSegmenter:
         self._buf = tail[cut:]
         self._line_start = False  # what remains starts mid-paragraph
 
+    def holding(self) -> bool:
+        """Is text held, waiting for a sentence end?"""
+        return bool(self._buf or self._held or self._table)
+
+    def release(self) -> list[Segment]:
+        """Everything held, now, mid-answer (sentence mode's ``max_hold_ms``): as
+        :meth:`flush`, but a code fence stays open and the next text continues the line."""
+        fence, mid_line = self._fence, bool(self._buf)
+        out = self.flush()
+        self._fence = fence
+        if mid_line:
+            self._line_start = False
+        return out
+
     def flush(self) -> list[Segment]:
         out: list[Segment] = []
         if self._fence is not None:

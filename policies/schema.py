@@ -124,6 +124,10 @@ class Policy(_Strict):
     # Characters of an answer the guard verifies; the rest is returned marked unverified
     # (withheld under on_guard_error: block).
     max_answer_chars: int = Field(default=6000, ge=100)
+    # Streams: the whole stream ends (an SSE error event) past this; sentence mode sends a
+    # held piece with no sentence end after max_hold_ms (verified if time allows, else marked).
+    stream_deadline_ms: int = Field(default=300_000, ge=1)
+    max_hold_ms: int = Field(default=2000, ge=1)
     guard: bool = True
     traces: TracesPolicy = Field(default_factory=TracesPolicy)
 

@@ -52,6 +52,7 @@ from groundproxy.proxy.json_answer import JsonHold, guard_json
 from groundproxy.proxy.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
+from groundproxy.proxy.stream_pacing import Paced
 from groundproxy.proxy.upstream import StreamDelta, Upstream, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
@@ -139,8 +140,13 @@ async def sentence_events(
                 state.sent.append(text)
                 yield out.chunk({"content": text}, logprobs)
 
+    paced = Paced(stream, loaded.policy, segmenter.holding)  # the policy's stream deadlines
     try:
-        async for d in stream:
+        async for d in paced:
+            if d is None:  # held past max_hold_ms with no sentence end: send it now
+                async for piece in emit(segmenter.release()):
+                    yield piece
+                continue
             if not out.note(d):
                 continue
             if not role_sent:
@@ -174,6 +180,7 @@ async def sentence_events(
         yield sse("[DONE]")
         return
     finally:
+        await paced.aclose()
         await stream.aclose()
     report = json_report or state.report()
     guard.observe(loaded.policy, report, report.latency_ms / 1000.0)  # once per answer
