@@ -3,8 +3,9 @@
 Body keys: trust, action, policy, claims[{text, span, verdict, probs, uncertainty,
 citations[{doc, chunk, score, quote, span, content_hash,
 index_version}], action, correction (only when set),
-explanation}], plus latency_ms, verifier and unverified. Header names are lower-case
-and their values are header-safe (no CR/LF or other control characters, latin-1 only).
+explanation, conflict (only when the request and the documents disagreed)}], plus
+latency_ms, verifier and unverified. Header names are lower-case and their values are
+header-safe (no CR/LF or other control characters, latin-1 only).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def _claim(r: ClaimResult) -> dict[str, Any]:
     if r.correction is not None:
         out["correction"] = r.correction
     out["explanation"] = r.explanation
+    if r.conflict is not None:
+        out["conflict"] = r.conflict
     return out
 
 

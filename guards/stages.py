@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from groundproxy.errors import GroundproxyError, GuardError, GuardTimeoutError
 from groundproxy.guards.claims import decompose
+from groundproxy.guards.conflicts import resolve
 from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
     answer_action,
@@ -31,7 +32,7 @@ from groundproxy.guards.decide import (
 )
 from groundproxy.guards.failures import with_unverified_tail
 from groundproxy.guards.rewrite import Cited, render, rendered_trust
-from groundproxy.guards.rules import RuleResult, check_claim
+from groundproxy.guards.rules import RuleResult
 from groundproxy.guards.sentences import Stop, guard_cut
 from groundproxy.guards.types import (
     Claim,
@@ -60,6 +61,7 @@ class ScoredClaim:
     probs: list[Probs]
     rule: RuleResult
     correction_probs: Probs | None = None  # the rule correction, scored by the verifier
+    conflict: str | None = None  # request vs documents (guards.conflicts)
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,11 @@ def verify(
         claims = decompose(answer, halt)
         evidence = _evidence(evidence_for, claims, halt)
         pool = list(dict.fromkeys(e.text for ev in evidence for e in ev))  # the answer's
-        rules: list[RuleResult] = [
-            check_claim(c.text, [e.text for e in ev], policy.rules, pool)
-            for c, ev in zip(claims, evidence, strict=True)
+        resolved = [
+            resolve(c.text, ev, policy, pool) for c, ev in zip(claims, evidence, strict=True)
         ]
+        evidence = [ev for ev, _, _ in resolved]
+        rules: list[RuleResult] = [rule for _, rule, _ in resolved]
         pairs: list[Pair] = []
         owners: list[tuple[int, int]] = []  # (claim index, evidence index or -1 = correction)
         for i, (claim, ev) in enumerate(zip(claims, evidence, strict=True)):
@@ -142,7 +145,7 @@ def verify(
     return Verified(
         answer=answer,
         claims=[
-            ScoredClaim(claim, evidence[i], probs[i], rules[i], corrections.get(i))
+            ScoredClaim(claim, evidence[i], probs[i], rules[i], corrections.get(i), resolved[i][2])
             for i, claim in enumerate(claims)
         ],
         verifier=verifier.name,
@@ -196,6 +199,10 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
         )
         for s in verified.claims
     ]
+    for s, r in zip(verified.claims, results, strict=True):
+        if s.conflict is not None:
+            r.conflict = s.conflict
+            r.explanation = f"{r.explanation}; {s.conflict}"
     return harmonize([s.rule for s in verified.claims], results)
 
 

@@ -94,6 +94,8 @@ class ClaimResult:
     # P(supported) of the correction against the evidence it came from (used for the
     # trust score of a rewritten answer, where a corrected claim counts as supported).
     correction_support: float | None = None
+    # request context and tenant documents disagreed on this claim's values (who won)
+    conflict: str | None = None
 
 
 @dataclass

@@ -44,6 +44,10 @@ class RetrievalPolicy(_Strict):
     top_k: int = Field(default=3, ge=1, le=50)
     min_score: float = Field(default=0.25, ge=-1.0, le=1.0)
     use_request_context: bool = True
+    # When the request's own messages and the tenant's documents state different values
+    # for a claim: whose evidence decides (the other side is dropped for that claim and
+    # the claim reports the conflict).
+    conflict_winner: Literal["documents", "request"] = "documents"
     # Tenants that may use this policy's index, or whose index this policy may use: both
     # policies must list each other (policies.sharing).
     shared_with: list[str] = Field(default_factory=list)
