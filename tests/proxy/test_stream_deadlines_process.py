@@ -88,7 +88,7 @@ def test_sentence_mode_sends_held_text_after_max_hold(proxy_port: int) -> None:
     )
     assert warm.status_code == 200
     pieces: list[tuple[float, str]] = []
-    text, verdict = "", {}
+    text, verdict = "", dict[str, Any]()
     for at, event in _events(proxy_port, "holdy"):
         if isinstance(event, str):
             break
