@@ -12,15 +12,14 @@ unreadable file, or one fitted for another verifier than the policy's, is a
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import PolicyError
 from groundproxy.guards import Adapter
+from groundproxy.retrieval.fsutil import write_json_atomic
 from groundproxy.retrieval.names import validate_tenant
 
 CURRENT = "adapter.json"
@@ -40,18 +39,7 @@ def versions(data_dir: Path, tenant: str) -> list[int]:
 
 
 def _write_atomic(path: Path, content: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".adapter-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(content, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, content, prefix=".adapter-")
 
 
 def write_adapter(data_dir: Path, tenant: str, content: dict[str, Any]) -> Path:

@@ -10,14 +10,13 @@ never a silent fall-back to 0.6.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import PolicyError
 from groundproxy.policies.schema import Policy
+from groundproxy.retrieval.fsutil import write_json_atomic
 from groundproxy.retrieval.names import validate_tenant
 
 CALIBRATION_FILE = "calibration.json"
@@ -30,18 +29,7 @@ def calibration_path(data_dir: Path, tenant: str) -> Path:
 def write_calibration(data_dir: Path, tenant: str, content: dict[str, Any]) -> Path:
     """Write atomically (temp file, fsync, rename)."""
     path = calibration_path(data_dir, tenant)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".calibration-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(content, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, content, prefix=".calibration-")
     return path
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 import anyio
 import structlog
@@ -46,6 +46,16 @@ log = structlog.get_logger(__name__)
 
 TENANT_INDEX: Literal["tenant"] = "tenant"  # the policy's index, from the index manager
 IndexChoice = EvidenceSource | None | Literal["tenant"]
+Context = Sequence[tuple[str, str]]  # the request's (role, text) evidence
+
+
+class VerifyOptions(TypedDict, total=False):
+    """What a caller may change about stage 1 (:meth:`GuardService.verify_sync`)."""
+
+    index: IndexChoice  # default: the tenant's index (None: request context only)
+    threshold: float | None  # default: the calibrated one when the policy says so
+    cache: bool  # the verdict cache (default on)
+    stop: Callable[[], bool] | None  # true once the caller gave up
 
 
 REPORT_S = 0.05  # the most a failure report spends on claims before the linear splitter
@@ -167,21 +177,12 @@ class GuardService:
         return verified
 
     def guard_sync(
-        self,
-        answer: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
-        policy: Policy,
-        *,
-        index: IndexChoice = TENANT_INDEX,
-        threshold: float | None = None,
-        cache: bool = True,
-    ) -> GuardReport:
-        """Both stages, in the caller's thread (the CLI, eval, calibrate, benchmarks)."""
-        verified = self.verify_sync(
-            answer, question, context, policy, index=index, threshold=threshold, cache=cache
-        )
-        return self.finish(verified, policy)
+        self, answer: str, question: str | None, context: Context, policy: Policy,
+        **options: Unpack[VerifyOptions],
+    ) -> GuardReport:  # fmt: skip
+        """Both stages, in the caller's thread (the CLI, eval, calibrate, benchmarks);
+        ``options`` as :meth:`verify_sync`'s."""
+        return self.finish(self.verify_sync(answer, question, context, policy, **options), policy)
 
     def finish(self, verified: Verified, policy: Policy) -> GuardReport:
         """Stage 2, with the tenant's adapter when one is in force (hot-reloaded)."""

@@ -50,28 +50,6 @@ class TraceRequest:
     parents: list[str] = field(default_factory=list)
     model: str = ""  # the client's model name, shown by the inspector
 
-    def record(
-        self,
-        step_id: str,
-        request_id: str,
-        policy_id: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
-        report: GuardReport,
-    ) -> str:
-        return self.stores.get(self.tenant).record(
-            step_id=step_id,
-            trace_id=self.trace_id,
-            parents=self.parents,
-            request_id=request_id,
-            policy_id=policy_id,
-            question=question,
-            context=context,
-            report=report,
-            settings=self.settings,
-            model=self.model,
-        )
-
     def check_parents(self) -> None:
         """400 when a parent is not a stored step of this tenant (or is past retention)."""
         if not self.parents:
@@ -128,7 +106,17 @@ async def record_step(
     import anyio
 
     call = functools.partial(
-        trace.record, step_id, request_id, policy_id, question, list(context), report
+        trace.stores.get(trace.tenant).record,
+        step_id=step_id,
+        trace_id=trace.trace_id,
+        parents=trace.parents,
+        request_id=request_id,
+        policy_id=policy_id,
+        question=question,
+        context=list(context),
+        report=report,
+        settings=trace.settings,
+        model=trace.model,
     )
     try:
         return await anyio.to_thread.run_sync(call)

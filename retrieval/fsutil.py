@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def fsync_file(path: Path) -> None:
@@ -36,6 +39,23 @@ def write_durable(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_json_atomic(path: Path, content: Any, prefix: str = ".tmp-") -> None:
+    """Replace ``path`` with ``content`` as JSON, atomically: a temporary file in the same
+    folder, fsynced, then renamed over it (a reader sees the old or the new file, whole)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(content, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def sha256_file(path: Path) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Unpack
 
 from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
@@ -20,7 +20,12 @@ from groundproxy.retrieval.fsutil import sha256_text
 from groundproxy.retrieval.pg_index import read_tenant_meta, vector_literal
 from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import TENANT_LOCK_CLASS, ensure_hnsw_index
-from groundproxy.retrieval.writer_base import CHUNK_HASH_CHARS, UpsertStatus, WriterBase
+from groundproxy.retrieval.writer_base import (
+    CHUNK_HASH_CHARS,
+    UpsertStatus,
+    WriterBase,
+    WriterOptions,
+)
 
 _COPY = (
     "COPY gp_chunks (tenant, doc_id, chunk_id, text, start_char, end_char, content_hash, "
@@ -44,12 +49,9 @@ class PgIndexWriter(WriterBase):
         pool: PgPool,
         tenant: str,
         embedder: Embedder | None,
-        *,
-        max_chars: int = 600,
-        batch_chunks: int = 256,
-        lock_timeout: float = 600.0,
+        **options: Unpack[WriterOptions],
     ) -> None:
-        super().__init__(tenant, embedder, max_chars, batch_chunks)
+        super().__init__(tenant, embedder, options)
         self._pending: list[tuple[str, str, str, int, int, str]] = []
         self._stack = ExitStack()
         conn: Any = self._stack.enter_context(pool.connection())
@@ -58,7 +60,7 @@ class PgIndexWriter(WriterBase):
             if embedder is not None:
                 ensure_hnsw_index(conn, embedder.dim)
             conn.execute("BEGIN")
-            conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
+            conn.execute(f"SET LOCAL lock_timeout = '{int(self._lock_timeout * 1000)}ms'")
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TENANT_LOCK_CLASS, self.tenant)
             )

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Unpack
 
 from groundproxy.errors import GroundproxyError, IndexStoreError
 from groundproxy.guards.types import Embedder
@@ -46,7 +47,12 @@ from groundproxy.retrieval.generations import (
     write_meta,
 )
 from groundproxy.retrieval.vector_index import HnswVectorIndex
-from groundproxy.retrieval.writer_base import CHUNK_HASH_CHARS, UpsertStatus, WriterBase
+from groundproxy.retrieval.writer_base import (
+    CHUNK_HASH_CHARS,
+    UpsertStatus,
+    WriterBase,
+    WriterOptions,
+)
 
 __all__ = ["CHUNK_HASH_CHARS", "IndexWriter", "UpsertStatus"]
 
@@ -63,12 +69,9 @@ class IndexWriter(WriterBase):
         data_dir: Path,
         tenant: str,
         embedder: Embedder | None,
-        *,
-        max_chars: int = 600,
-        batch_chunks: int = 256,
-        lock_timeout: float = 600.0,
+        **options: Unpack[WriterOptions],
     ) -> None:
-        super().__init__(tenant, embedder, max_chars, batch_chunks)
+        super().__init__(tenant, embedder, options)
         self._dir = Path(data_dir) / self.tenant
         self._pending: dict[int, str] = {}
         self.on_embedded: Callable[[int], None] | None = None  # chunks embedded, per batch
@@ -78,7 +81,7 @@ class IndexWriter(WriterBase):
             raise IndexStoreError(
                 f"tenant {self.tenant!r}: cannot create {self._dir}: {exc}"
             ) from exc
-        self._lock = WriterLock(self._dir, self.tenant, lock_timeout)
+        self._lock = WriterLock(self._dir, self.tenant, self._lock_timeout)
         self._work = self._dir / f"{TMP_PREFIX}{uuid.uuid4().hex}"
         self._cleanup: Path | None = self._work
         self._vectors: HnswVectorIndex | None = None

@@ -5,7 +5,7 @@ embedder checks and the context-manager protocol."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, Self, TypeVar
+from typing import Literal, Self, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -19,16 +19,24 @@ CHUNK_HASH_CHARS = 16
 _T = TypeVar("_T")
 
 
+class WriterOptions(TypedDict, total=False):
+    """Keyword options of both backends' writers (defaults in :class:`WriterBase`)."""
+
+    max_chars: int  # chunk size (600)
+    batch_chunks: int  # chunks per embedder call (256)
+    lock_timeout: float  # seconds to wait for the tenant's other writer (600)
+
+
 class WriterBase:
     """One batch of changes to a tenant's index; subclasses store them and ``commit``."""
 
-    def __init__(
-        self, tenant: str, embedder: Embedder | None, max_chars: int, batch_chunks: int
-    ) -> None:
+    def __init__(self, tenant: str, embedder: Embedder | None, options: WriterOptions) -> None:
         self.tenant = validate_tenant(tenant)
         self._embedder = embedder
-        self._max_chars = max_chars
-        self._batch_chunks = max(1, batch_chunks)
+        self._max_chars = options.get("max_chars", 600)
+        self._batch_chunks = max(1, options.get("batch_chunks", 256))
+        # how long to wait for another writer of the tenant before failing
+        self._lock_timeout = options.get("lock_timeout", 600.0)
         self._changed = False
         self._failed = False
         self._done = True  # until fully opened: nothing for close() or __del__ to undo
