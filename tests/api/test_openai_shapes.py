@@ -23,6 +23,10 @@ from groundproxy.testing.fake_upstream_client import FakeUpstream
 from tests.conftest import KEYS, _policy, share_index
 from tests.spec_check import check, check_stream
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 WEATHER_ARGS = '{"city": "Paris", "unit": "celsius"}'
 JSON_ANSWER = json.dumps({
     "product": "Acme vacuum robot",

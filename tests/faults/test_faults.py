@@ -35,6 +35,10 @@ from tests.faults.helpers import (
     wait_for,
 )
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 FAULT_TENANTS: dict[str, dict[str, Any]] = {
     "plain": {},
     "impatient": {"upstream": {"timeout_s": 1}},

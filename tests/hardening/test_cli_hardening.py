@@ -13,6 +13,10 @@ import pytest
 
 from tests.hardening.conftest import run_cli
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 SENTENCE = "The Acme robot has a warranty of 12 months from the date of purchase. "
 
 

@@ -7,6 +7,7 @@ import time
 import urllib.parse
 
 import httpx
+import pytest
 
 from tests.hardening.conftest import (
     KETTLE,
@@ -18,6 +19,10 @@ from tests.hardening.conftest import (
     gadget,
     key,
 )
+
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
 
 KEY_SHAPED = "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"  # what the echo-key upstream also returns
 

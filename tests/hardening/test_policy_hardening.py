@@ -6,10 +6,15 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 import yaml
 
 from groundproxy.policies.keys import hash_key
 from tests.hardening.conftest import Server, admin_key, auth, key, policy, write_policy
+
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
 
 
 def _wait_status(c: httpx.Client, path: str, token: str, status: int) -> httpx.Response:

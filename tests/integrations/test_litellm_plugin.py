@@ -19,6 +19,10 @@ from groundproxy.integrations.litellm import GroundproxyGuardrail
 from tests.conftest import KEYS
 from tests.proxy.test_api import client as client  # the session app fixture
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 WRONG = "The Acme vacuum robot has a limited warranty of 24 months from the date of purchase."
 DATA = {
     "model": "gpt-4o-mini",

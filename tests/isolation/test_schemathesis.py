@@ -31,6 +31,10 @@ from groundproxy.proxy.settings import Settings
 from groundproxy.testing.processes import REPO_ROOT
 from tests.isolation.conftest import admin_key, key
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # The upstream key the iso tenants' policies name (api_key_env): it must never leave.
 UPSTREAM_KEY = "sk-fuzz-upstream-8d7c6b5a4f3e2d1c0b9a"

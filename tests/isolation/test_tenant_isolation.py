@@ -10,10 +10,15 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from groundproxy.proxy.state import AppState
 from tests.isolation.conftest import ISO_TENANTS, key
+
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
 
 N_REQUESTS = 1000
 CONCURRENCY = 8

@@ -19,6 +19,10 @@ from groundproxy.models.built_verifier import BuiltVerifier, fill_prompt
 from groundproxy.models.registry import VerifierRegistry
 from tests.models.tiny_hf import save_tiny_llama
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 EVIDENCE = "The warranty of the Acme robot lasts 12 months from the date of purchase."
 PAIRS = [
     Pair("The warranty lasts 12 months.", EVIDENCE),

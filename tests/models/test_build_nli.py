@@ -25,6 +25,10 @@ from groundproxy.retrieval.fsutil import sha256_file
 from tests.conftest import KEYS, _policy
 from tests.models.tiny_hf import save_tiny_nli
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 EVIDENCE = "The warranty of the Acme robot lasts 12 months from the date of purchase."
 LONG_EVIDENCE = (
     " ".join(f"Paragraph {i} talks about the colour of the robot number {i}." for i in range(60))

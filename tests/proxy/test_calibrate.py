@@ -14,7 +14,10 @@ from groundproxy.proxy.cli import _run, build_parser
 from tests.conftest import SHARED_DATA
 
 EVAL_FILE = SHARED_DATA / "eval" / "halueval-qa.jsonl"
-pytestmark = pytest.mark.skipif(not EVAL_FILE.exists(), reason="../shared/data not present")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not EVAL_FILE.exists(), reason="../shared/data not present"),
+]
 
 
 def test_calibrate_command_on_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,10 @@ from groundproxy.testing.processes import free_port, start_fake_upstream, stop_p
 from tests.conftest import ADMIN_KEYS, KEYS, share_index_files
 from tests.traces_pipeline import DOCS, PART_B, SCRIPT, step_messages
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 STEP = "x-groundproxy-step-id"
 
 

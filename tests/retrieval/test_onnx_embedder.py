@@ -16,6 +16,10 @@ from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.onnx_embedder import OnnxEmbedder, ensure_exported
 from groundproxy.retrieval.tenant_index import TenantIndex
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 SENTENCES = [
     "The warranty lasts 12 months from the date of purchase.",
     "ok",

@@ -17,9 +17,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.readers import read_documents
 from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
+
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 20

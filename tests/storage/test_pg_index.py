@@ -18,6 +18,10 @@ from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import LATEST, ensure_hnsw_index, migrate
 from groundproxy.retrieval.pg_writer import PgIndexWriter
 
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
+
 WARRANTY = "The Acme X200 warranty lasts 24 months from the date of purchase."
 RETURNS = "Unused items can be returned within 30 days for a full refund."
 

@@ -11,10 +11,15 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from groundproxy.proxy.storage import PostgresStorage, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.pg_schema import TENANT_LOCK_CLASS
+
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
 
 
 def _writer_holds_lock(dsn: str) -> bool:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from groundproxy.proxy.guarding import GuardService
 from tests.verdict.conftest import guarded
+
+# real processes, real model exports or many real-model requests: `make test` runs these,
+# the working lane (`make fast`, -m "not slow") skips them
+pytestmark = pytest.mark.slow
 
 
 def test_other_languages_units_are_contradicted(verdict_guard: GuardService) -> None:
