@@ -48,6 +48,7 @@ from typing import Any
 import structlog
 
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
+from groundproxy.guards.decide import model_threshold, resolve_threshold
 from groundproxy.guards.errors import BadRequestError
 from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.loader import PolicyStore
@@ -264,7 +265,8 @@ def calibrate(
                 cache[r.id] = answer_score(r, policy, guard)
             return cache[r.id]
 
-        result = calibrate_verifier(cal, held, alpha, score, 0.6)
+        served = resolve_threshold(policy, None, model_threshold(verifier))  # the default now
+        result = calibrate_verifier(cal, held, alpha, score, served)
     top_k = policy.retrieval.top_k
     with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
         if any(r.gold_doc for r in rows):
