@@ -19,6 +19,7 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 from groundproxy.guards.adapter import FEATURES, Adapter, answer_features, apply_adapted
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
+from groundproxy.guards.decide import model_threshold, resolve_threshold
 from groundproxy.guards.failures import (
     admission,
     budget_error,
@@ -68,10 +69,12 @@ __all__ = [
     "final_step",
     "guarded_json",
     "header_safe",
+    "model_threshold",
     "overload_error",
     "parse_json_answer",
     "report_body",
     "report_headers",
+    "resolve_threshold",
     "response_schema",
     "run_guard",
     "shed_error",

@@ -48,7 +48,13 @@ from typing import Any
 import structlog
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import beta_binomial_interval, conformal_threshold, coverage
+from groundproxy.guards import (
+    beta_binomial_interval,
+    conformal_threshold,
+    coverage,
+    model_threshold,
+    resolve_threshold,
+)
 from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy
@@ -264,7 +270,8 @@ def calibrate(
                 cache[r.id] = answer_score(r, policy, guard)
             return cache[r.id]
 
-        result = calibrate_verifier(cal, held, alpha, score, 0.6)
+        served = resolve_threshold(policy, None, model_threshold(verifier))  # the default now
+        result = calibrate_verifier(cal, held, alpha, score, served)
     top_k = policy.retrieval.top_k
     with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
         if any(r.gold_doc for r in rows):
