@@ -53,4 +53,5 @@ def serve(settings: Settings) -> int:
     )
     server = uvicorn.Server(config)
     server.run()
-    return 0 if server.started else 2
+    failed = server.should_exit and not server.started  # the app's lifespan start-up failed
+    return 2 if failed else 0
