@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ def _policies(folder: Path, tenant: str = "t1") -> Path:
     return folder
 
 
-def _check(tmp_path: Path, answer: str, *flags: str) -> tuple[int, dict[str, object], str]:
+def _check(tmp_path: Path, answer: str, *flags: str) -> tuple[int, dict[str, Any], str]:
     done = run_cli(
         "check",
         "--data",
@@ -55,7 +56,7 @@ def test_check_prints_the_answer_and_fails_on_the_verdicts_asked(tmp_path: Path)
 
     code, body, err = _check(tmp_path, "The Zephyr kettle boils water in 45 seconds.")
     assert code == 0, err
-    assert [c["verdict"] for c in body["claims"]] == ["supported"]  # type: ignore[index]
+    assert [c["verdict"] for c in body["claims"]] == ["supported"]
     answer = str(body["answer"])  # the text to return: here with its citation
     assert (
         answer.startswith("The Zephyr kettle boils water in 45 seconds [1].")
@@ -69,7 +70,7 @@ def test_check_prints_the_answer_and_fails_on_the_verdicts_asked(tmp_path: Path)
 
     made_up = "The Martian orbiter photographed seventeen volcanoes on Tuesday."
     code, body, err = _check(tmp_path, made_up)
-    verdicts = {c["verdict"] for c in body["claims"]}  # type: ignore[union-attr]
+    verdicts = {c["verdict"] for c in body["claims"]}
     assert code == 0 and "supported" not in verdicts, body
     assert isinstance(body["answer"], str) and body["answer"]
     code, _, _ = _check(tmp_path, made_up, "--fail-on", "unverifiable")
