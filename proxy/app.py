@@ -37,6 +37,7 @@ from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
 from groundproxy.proxy.storage import open_storage
 from groundproxy.proxy.upstream import UpstreamClient
+from groundproxy.retrieval.storage import TenantIndexes
 
 log = structlog.get_logger(__name__)
 
@@ -52,10 +53,25 @@ def _load_resources(state: AppState) -> None:
         {p.policy.verifier.model for t in tenants if (p := state.policies.get(t)) is not None}
     )
     state.load_errors.extend(guard.warm_up(verifier_names))
-    index_names = sorted(
-        {p.policy.index_name for t in tenants if (p := state.policies.get(t)) is not None}
-    )
-    state.load_errors.extend(guard.parts.indexes.preload(index_names))
+    by_index: dict[str, list[str]] = {}
+    for t in tenants:
+        if (p := state.policies.get(t)) is not None:
+            by_index.setdefault(p.policy.index_name, []).append(t)
+    failed = guard.parts.indexes.preload(sorted(by_index))
+    state.load_errors.extend(failed)
+    _warn_empty_indexes(guard.parts.indexes, by_index, failed)
+
+
+def _warn_empty_indexes(
+    indexes: TenantIndexes, by_index: dict[str, list[str]], failed: list[str]
+) -> None:
+    """One warning per tenant whose index holds no chunks: its answers can't be grounded."""
+    for name, tenants in sorted(by_index.items()):
+        if any(err.startswith(f"index {name}:") for err in failed):
+            continue
+        if indexes.get(name).count == 0:
+            for tenant in tenants:
+                log.warning("index_empty", tenant=tenant, index=name)
 
 
 def _open_policies(state: AppState, resources: ExitStack) -> None:

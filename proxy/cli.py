@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", required=True)
     p.add_argument("--question", default=None)
     p.add_argument("--context-file", type=Path, default=None)
+    p.add_argument(
+        "--fail-on",
+        choices=["contradicted", "unverifiable"],
+        default=None,
+        help="exit 1 when a claim is contradicted (or, with unverifiable, either)",
+    )
 
     p = sub.add_parser("eval", help="measure a verifier on a labelled JSONL file")
     p.add_argument("file", type=Path)
@@ -87,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="score N rows drawn with --seed")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the metrics object last")
+    p.add_argument(
+        "--out", type=Path, default=None, help="write rows.jsonl, roc.png, reliability.png here"
+    )
 
     p = sub.add_parser("demo", help="sample tenant + documents + scripted upstream, end to end")
     p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
@@ -176,12 +185,13 @@ def _run(args: argparse.Namespace) -> int:
             args.context_file,
             embedder_name=settings.embedder,
             cache=settings.cache,
+            fail_on=args.fail_on,
         )
     if args.command == "eval":
         from groundproxy.proxy.evaluate import run_eval_command
 
         return run_eval_command(
-            args.file, args.verifier, args.mode, args.limit, args.json, args.seed
+            args.file, args.verifier, args.mode, args.limit, args.json, args.seed, args.out
         )
     if args.command == "demo":
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):

@@ -7,11 +7,14 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.proxy import storage as backends
 from groundproxy.retrieval.embedder import load_embedder
+
+if TYPE_CHECKING:
+    from groundproxy.guards.types import ClaimResult
 
 
 def ingest(
@@ -58,7 +61,10 @@ def check(
     context_file: Path | None,
     embedder_name: str = "minilm",
     cache: Path | None = None,
+    fail_on: str | None = None,
 ) -> int:
+    """Prints the report (with ``answer``: the text to return) as JSON on stdout, one line
+    for people on stderr; exit 1 when ``fail_on`` is given and a claim has that verdict."""
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
     from groundproxy.guards import report_body
     from groundproxy.policies.loader import PolicyStore
@@ -84,8 +90,20 @@ def check(
         )
     ) as guard:
         report = guard.guard_sync(answer, question, context, loaded.policy, cache=False)
-    print(json.dumps(report_body(report, loaded.policy_id), indent=2, ensure_ascii=False))
-    return 0
+    body = {**report_body(report, loaded.policy_id), "answer": report.text}
+    print(json.dumps(body, indent=2, ensure_ascii=False))
+    print(f"{report.action} (trust {report.trust:.3f}): {report.text}", file=sys.stderr)
+    return 1 if fails(report.claims, fail_on) else 0
+
+
+# ``--fail-on``: the verdicts that make ``check`` exit 1 (unverifiable includes contradicted).
+FAIL_ON = {"contradicted": {"contradicted"}, "unverifiable": {"contradicted", "unverifiable"}}
+
+
+def fails(claims: list[ClaimResult], fail_on: str | None) -> bool:
+    """Whether any claim has a verdict ``--fail-on`` names (never without the flag)."""
+    bad = FAIL_ON.get(fail_on or "", set())
+    return any(c.verdict in bad for c in claims)
 
 
 def models_build(

@@ -112,9 +112,11 @@ def score_rows(
     guard: GuardService,
     index: EvidenceSource | None,
     progress: Callable[[int], None] | None = None,
+    per_row: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Each row guarded by the served path: ``index`` (index mode), else the row's context
-    as the request's only evidence (context mode)."""
+    as the request's only evidence (context mode). ``per_row`` gets each row's id, label,
+    score (1 − trust) and prediction."""
     labels, preds, scores = [], [], []
     started = time.perf_counter()
     for i, row in enumerate(rows):
@@ -126,6 +128,10 @@ def score_rows(
         labels.append(row.label)
         preds.append(int(hallucinated))
         scores.append(1.0 - report.trust)
+        if per_row is not None:
+            per_row.append(
+                {"id": row.id, "label": row.label, "score": scores[-1], "prediction": preds[-1]}
+            )
         if progress is not None:
             progress(i)
     elapsed = time.perf_counter() - started
@@ -154,8 +160,13 @@ def evaluate(
     limit: int | None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
     seed: int = 0,
+    out: Path | None = None,
 ) -> dict[str, Any]:
+    """With ``out``: ``rows.jsonl`` (the chosen verifier's per-row results), ``roc.png``
+    and ``reliability.png`` (both verifiers) written there."""
     rows = sample_rows(read_rows(path), limit, seed)
+    chosen: list[dict[str, Any]] = []
+    lexical: list[dict[str, Any]] = []
     with build_guard(Settings()) as guard, tempfile.TemporaryDirectory(prefix="gp-eval-") as tmp:
         verifier = guard.verifier(verifier_name)
         index = None
@@ -163,20 +174,62 @@ def evaluate(
             log(f"ingesting {len(rows)} contexts into a temporary index …")
             index = _build_index(rows, guard.parts.embedder, Path(tmp))
         log(f"scoring {len(rows)} rows with '{verifier.name}' ({mode} mode) …")
-        result = score_rows(rows, eval_policy(verifier_name, mode), guard, index)
+        with _bar(len(rows), verifier.name) as bar:
+            policy = eval_policy(verifier_name, mode)
+            result = score_rows(rows, policy, guard, index, lambda _: bar.update(1), chosen)
         if guard.verifier("lexical") is verifier:
-            base = dict(result)
+            base, lexical = dict(result), chosen
         else:
             log("scoring the lexical baseline …")
-            base = score_rows(rows, eval_policy("lexical", mode), guard, index)
+            with _bar(len(rows), "lexical") as bar:
+                policy = eval_policy("lexical", mode)
+                base = score_rows(rows, policy, guard, index, lambda _: bar.update(1), lexical)
     result.update(file=str(path), mode=mode, seed=seed, baseline=base)
+    if out is not None:
+        runs = {result["verifier"]: chosen, base["verifier"]: lexical}
+        for written in write_outputs(out, path.stem, mode, runs):
+            log(f"wrote {written}")
     return result
 
 
+def _bar(total: int, name: str) -> Any:
+    """A progress bar on stderr counting scored rows (shown even when stderr is no TTY)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"scoring ({name})", unit="row", file=sys.stderr)
+
+
+def write_outputs(
+    out: Path, dataset: str, mode: str, runs: dict[str, list[dict[str, Any]]]
+) -> list[Path]:
+    """``rows.jsonl`` for the first run (the chosen verifier), the plots for all of them."""
+    import numpy as np
+
+    from groundproxy.proxy.plots import save_plots
+
+    first = next(iter(runs.values()))
+    out.mkdir(parents=True, exist_ok=True)
+    rows_path = out / "rows.jsonl"
+    rows_path.write_text("".join(json.dumps(r) + "\n" for r in first), encoding="utf-8")
+    scores = {
+        dataset: {
+            name: ([r["label"] for r in rs], np.array([1.0 - r["score"] for r in rs]))
+            for name, rs in runs.items()
+        }
+    }
+    return [rows_path, *save_plots(scores, out, mode)]
+
+
 def run_eval_command(
-    path: Path, verifier: str, mode: str, limit: int | None, as_json: bool, seed: int = 0
+    path: Path,
+    verifier: str,
+    mode: str,
+    limit: int | None,
+    as_json: bool,
+    seed: int = 0,
+    out: Path | None = None,
 ) -> int:
-    result = evaluate(path, verifier, mode, limit, seed=seed)
+    result = evaluate(path, verifier, mode, limit, seed=seed, out=out)
     base = result["baseline"]
     print(f"{path.name} — {result['n']} rows, {mode} mode")
     print(f"{'verifier':<14}{'bal.acc':>9}{'F1(hal)':>9}{'ROC-AUC':>9}{'ms/ex':>9}")
