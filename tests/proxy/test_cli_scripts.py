@@ -17,6 +17,9 @@ from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.hardening.conftest import run_cli
 
+# real CLI processes (about 80 s): `make test` runs them, `make fast` skips them
+pytestmark = pytest.mark.slow
+
 KETTLE = "The Zephyr kettle boils water in 45 seconds. It holds 1.7 litres of water."
 
 
