@@ -73,6 +73,8 @@ _NUMBER_WORD = re.compile(
     rf"\b(?:{_NW})(?:(?:-|\s+|\s+and\s+)(?:{_NW}))*\b",
     re.IGNORECASE,
 )
+# a clock time ("15:00", "9:30"): one quantity, minutes past midnight, unit "clock"
+_CLOCK = re.compile(r"(?<![\d:.,])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")
 _PERCENT_AFTER = re.compile(r"\s?(?:%|percent\b|per\s+cent\b)", re.IGNORECASE)
 _UNIT_AFTER = re.compile(r"(?:-|\s+)([^\W\d_](?:[^\W\d_]|\.)*)")
 # Units written right after the number, without a space (Japanese, Chinese).
@@ -294,6 +296,12 @@ def extract_quantities(text: str) -> list[Quantity]:
 
     def free(s: int, e: int) -> bool:
         return not any(s < te and ts < e for ts, te in taken)
+
+    for m in _CLOCK.finditer(text):
+        if free(m.start(), m.end()):
+            minutes = float(int(m.group(1)) * 60 + int(m.group(2)))
+            found.append(Quantity(minutes, "number", "clock", m.group(0), m.group(0), m.span()))
+            taken.append(m.span())
 
     for m in _MONEY.finditer(text):
         if not free(m.start(), m.end()):

@@ -148,3 +148,16 @@ def test_correction_from_an_aligned_sentence_still_happens() -> None:
         ["The R2 weighs 3.4 kilograms and its dust bin holds 0.5 liters."],
     )
     assert result.correction == "It weighs 3.4 kilograms."
+
+
+def test_clock_times_are_one_quantity_each() -> None:
+    """"15:00" was read as the number 1, so any two clock times "matched"."""
+    qs = extract_quantities("The meeting is on Friday at 15:00 in room 42, until 17:45.")
+    assert [(q.display, q.value, q.unit) for q in qs] == [
+        ("15:00", 900.0, "clock"),
+        ("42", 42.0, ""),
+        ("17:45", 1065.0, "clock"),
+    ]
+    result = check_claim("The meeting is at 15:00.", ["The team meeting is at 10:00."])
+    assert result.mismatches == [("15:00", "10:00")]
+    assert result.correction == "The meeting is at 10:00."
