@@ -151,7 +151,7 @@ def test_correction_from_an_aligned_sentence_still_happens() -> None:
 
 
 def test_clock_times_are_one_quantity_each() -> None:
-    """"15:00" was read as the number 1, so any two clock times "matched"."""
+    """ "15:00" was read as the number 1, so any two clock times "matched"."""
     qs = extract_quantities("The meeting is on Friday at 15:00 in room 42, until 17:45.")
     assert [(q.display, q.value, q.unit) for q in qs] == [
         ("15:00", 900.0, "clock"),
