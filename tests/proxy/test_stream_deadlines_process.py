@@ -103,7 +103,11 @@ def test_sentence_mode_sends_held_text_after_max_hold(proxy_port: int) -> None:
     # the first piece sent is part of a sentence, long before the sentence's end came
     # (no wall-clock bound: on a loaded 2-core machine the drip itself runs late)
     assert pieces and "purchase" not in pieces[0][1], pieces
-    assert "24 months" not in text  # the wrong figure was still caught (corrected, marked)
+    # the wrong figure was still caught: corrected, or — when the hold cut the sentence so
+    # that its fragment could not be checked against the evidence — sent marked unverified
+    # (which of the two depends on where the late drip let the hold cut; both seen here)
+    wrong = [piece for _, piece in pieces if "24 months" in piece]
+    assert all("[unverified]" in piece for piece in wrong), pieces
     assert verdict["claims"], verdict
 
 
