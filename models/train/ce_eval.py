@@ -74,13 +74,19 @@ def onnx_scorer(path: Path, threads: int) -> Scorer:
     return score
 
 
-def torch_scorer(model: Any) -> Scorer:
+def torch_scorer(model: Any, device: Any = "cpu") -> Scorer:
     import torch
+
+    model.to(device)
 
     def score(batch: dict[str, Any]) -> np.ndarray:
         with torch.inference_mode():
-            t = {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in batch.items()}
-            return np.asarray(torch.softmax(model(**t).logits, dim=-1).numpy())
+            t = {
+                k: torch.as_tensor(np.asarray(v), dtype=torch.long, device=device)
+                for k, v in batch.items()
+            }
+            logits = model(**t).logits.float()
+            return np.asarray(torch.softmax(logits, dim=-1).cpu().numpy())
 
     return score
 
@@ -140,7 +146,9 @@ def run_eval(args: argparse.Namespace) -> None:
     thr = float(manifest["threshold"])
     tok = AutoTokenizer.from_pretrained(str(args.ckpt))  # type: ignore[no-untyped-call]
     model = AutoModelForSequenceClassification.from_pretrained(str(args.ckpt)).eval()
-    scorers: dict[str, Scorer] = {"ce-fp32": torch_scorer(model)}
+    from groundproxy.models.train.cross_encoder import pick_device
+
+    scorers: dict[str, Scorer] = {"ce-fp32": torch_scorer(model, pick_device(args.device))}
     if args.onnx:
         scorers["ce-int8"] = onnx_scorer(export_int8(args.ckpt), args.threads)
     files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)

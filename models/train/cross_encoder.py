@@ -23,7 +23,14 @@ neutral = unverifiable); it is saved with ``save_pretrained`` (model + tokenizer
 P(supported) chosen on the held-out TRAIN validation split, validation figures).
 
 Training is time-boxed (``--minutes``); the learning rate warms up then decays linearly
-over the time box. ``--steps`` fixes the step count instead (fully reproducible run).
+over the time box. ``--steps N`` makes it a resumable step plan instead (models.train.
+ce_resume): the learning rate follows the N steps, ``--minutes`` / ``--run-steps`` only
+bound one run, the whole state is saved under ``<out>/resume/`` every ``--save-every``
+minutes and at the end, and the same command run again continues where it stopped — on a
+CPU over many sessions, or on a GPU (``--device auto`` picks it; ``--bf16``). Each run ends
+with an exported checkpoint (``complete: false`` in the manifest until the plan is done).
+``--cap 0`` trains on every row of every train file (default: 1,500 per file).
+One short accelerator run: models/train/gpu_train.sh.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from groundproxy.models.ce_window import MAX_LENGTH, encode
+from groundproxy.models.train import ce_resume
 from groundproxy.models.train.fit import best_threshold, per_source_metrics
 from groundproxy.models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
 
@@ -84,7 +92,9 @@ def collate(enc: dict[str, list[list[int]]], idx: Any, pad_id: int) -> dict[str,
     return out
 
 
-def predict(model: Any, enc: dict[str, list[list[int]]], pad_id: int, bs: int = 64) -> np.ndarray:
+def predict(
+    model: Any, enc: dict[str, list[list[int]]], pad_id: int, device: Any = None, bs: int = 64
+) -> np.ndarray:
     """Softmax probabilities (n, 3) in id order, batches sorted by length."""
     import torch
 
@@ -95,9 +105,19 @@ def predict(model: Any, enc: dict[str, list[list[int]]], pad_id: int, bs: int = 
     with torch.inference_mode():
         for at in range(0, n, bs):
             idx = order[at : at + bs]
-            logits = model(**collate(enc, idx, pad_id)).logits
-            out[idx] = torch.softmax(logits, dim=-1).numpy()
+            batch = {k: v.to(device or "cpu") for k, v in collate(enc, idx, pad_id).items()}
+            logits = model(**batch).logits.float()
+            out[idx] = torch.softmax(logits, dim=-1).cpu().numpy()
     return out
+
+
+def pick_device(name: str) -> Any:
+    """``auto``: the GPU when torch sees one, else the CPU."""
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
 
 
 def set_seeds() -> None:
@@ -117,11 +137,11 @@ def train(args: argparse.Namespace) -> None:
     started = time.time()
     torch.set_num_threads(args.threads)
     set_seeds()
-    records, pairs, files = collect_examples(args.data)
+    records, pairs, files = collect_examples(args.data, cap=args.cap if args.cap > 0 else 10**9)
     base = [i for i, r in enumerate(records) if r["kind"] != "val_sentence"]
     tr = [i for i in base if records[i]["split"] == "train"]
     va = [i for i in base if records[i]["split"] == "val" and records[i]["source"] != "synthetic"]
-    backbone = model_path()
+    backbone = args.backbone or model_path()
     tok = AutoTokenizer.from_pretrained(str(backbone))  # type: ignore[no-untyped-call]
     model = AutoModelForSequenceClassification.from_pretrained(
         str(backbone),
@@ -142,28 +162,50 @@ def train(args: argparse.Namespace) -> None:
         [records[i]["source"] for i in tr], [records[i]["hallucinated"] for i in tr]
     )
     lengths = np.array([len(x) for x in enc_tr["input_ids"]])
-    rng = np.random.default_rng(SEED)
     if args.freeze_word_embeddings:  # 30k×384 of 22M weights: most of AdamW's work
         model.base_model.embeddings.word_embeddings.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
+    plan = ce_resume.plan_of(vars(args), {f"train/{p.name}": sha256_file(p) for p in files})
+    progress = ce_resume.Progress()
+    if args.steps:
+        progress = ce_resume.load(args.out, plan, model, opt, args.fresh)
+        if progress.step:
+            print(
+                f"resuming at step {progress.step} of {args.steps} ({progress.seen} seen)",
+                file=sys.stderr,
+                flush=True,
+            )
+    device = pick_device(args.device)
+    model.to(device)
     pad_id = int(tok.pad_token_id)
     budget_s = args.minutes * 60.0
-    seen = 0
-    step = 0
-    train_started = time.time()
+    save_every_s = args.save_every * 60.0
+    # a resumed run draws a fresh stream of weighted samples (sampling is with replacement)
+    rng = np.random.default_rng([SEED, progress.step])
+    start_step = progress.step
+    train_started = last_save = time.time()
+    spent_before = progress.train_s
     model.train()
     for idx in batches(lengths, probs, args.batch_size, rng):
         elapsed = time.time() - train_started
-        frac = step / args.steps if args.steps else elapsed / budget_s
-        if frac >= 1.0:
-            break
-        warm = args.warmup
-        scale = frac / warm if frac < warm else max(0.0, (1.0 - frac) / (1.0 - warm))
+        if args.steps:
+            ran = progress.step - start_step
+            if progress.step >= args.steps or elapsed >= budget_s or ran == args.run_steps:
+                break
+            frac = progress.step / args.steps
+        else:
+            if elapsed >= budget_s:
+                break
+            frac = elapsed / budget_s
+        scale = ce_resume.lr_scale(frac, args.warmup)
         for g in opt.param_groups:
-            g["lr"] = args.lr * max(scale, 0.01)
-        logp = torch.log_softmax(model(**collate(enc_tr, idx, pad_id)).logits, dim=-1)
-        t = target[idx]
+            g["lr"] = args.lr * scale
+        batch = {k: v.to(device) for k, v in collate(enc_tr, idx, pad_id).items()}
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(**batch).logits
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        t = target[idx].to(device)
         single = logp.gather(1, t.clamp(max=2).unsqueeze(1)).squeeze(1)
         notsup = torch.logsumexp(logp[:, 1:], dim=-1)
         loss = -torch.where(t == 3, notsup, single).mean()
@@ -171,26 +213,41 @@ def train(args: argparse.Namespace) -> None:
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
-        step += 1
-        seen += len(idx)
-        if step % 20 == 0:
+        progress.step += 1
+        progress.seen += len(idx)
+        if progress.step % 20 == 0:
             print(
-                f"step {step} seen {seen} loss {loss.item():.4f} "
-                f"{seen / (time.time() - train_started):.1f} ex/s "
+                f"step {progress.step} seen {progress.seen} loss {loss.item():.4f} "
+                f"{progress.seen / (spent_before + time.time() - train_started):.1f} ex/s "
                 f"lr {opt.param_groups[0]['lr']:.2e}",
                 file=sys.stderr,
                 flush=True,
             )
-    train_s = time.time() - train_started
+        if args.steps and time.time() - last_save >= save_every_s:
+            progress.train_s = spent_before + time.time() - train_started
+            ce_resume.save(args.out, plan, model, opt, progress)
+            last_save = time.time()
+    progress.train_s = spent_before + time.time() - train_started
+    if args.steps:
+        ce_resume.save(args.out, plan, model, opt, progress)
+        if progress.step < args.steps:
+            print(
+                f"stopped at step {progress.step} of {args.steps} (time box); the same "
+                "command resumes from here",
+                file=sys.stderr,
+                flush=True,
+            )
+    step, seen = progress.step, progress.seen
+    train_s = progress.train_s
     t0 = time.time()
-    p_va = predict(model, enc_va, pad_id)
+    p_va = predict(model, enc_va, pad_id, device)
     val_s = time.time() - t0
     src = np.array([records[i]["source"] for i in va])
     hal = np.array([records[i]["hallucinated"] for i in va])
     thr, thr_ba = best_threshold(src, hal, p_va[:, 0])
     val = per_source_metrics(src, hal, p_va[:, 0], thr)
     args.out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(args.out))
+    model.to("cpu").save_pretrained(str(args.out))
     tok.save_pretrained(str(args.out))
     manifest = {
         "design": "cross-encoder (a)",
@@ -209,6 +266,9 @@ def train(args: argparse.Namespace) -> None:
         "n_train_pairs": len(tr),
         "n_val_pairs": len(va),
         "steps": step,
+        "planned_steps": args.steps or None,
+        "complete": not args.steps or step >= args.steps,
+        "device": str(device),
         "examples_seen": seen,
         "train_wall_s": round(train_s, 1),
         "examples_per_s": round(seen / train_s, 2),
@@ -247,7 +307,28 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"where the checkpoint is saved (default {checkpoint})",
     )
     ap.add_argument("--minutes", type=float, default=40.0)
-    ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: time box)")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="a step plan, resumable: --minutes then bounds each run (0: one time-boxed run)",
+    )
+    ap.add_argument(
+        "--run-steps", type=int, default=-1, help="steps this run may take (--steps; -1: all)"
+    )
+    ap.add_argument("--cap", type=int, default=1500, help="rows per train file (0: every row)")
+    ap.add_argument("--device", default="auto", help="auto (GPU when there is one), cpu, cuda")
+    ap.add_argument(
+        "--backbone",
+        type=Path,
+        default=None,
+        help="start from this checkpoint folder (default: the packaged all-MiniLM-L6-v2)",
+    )
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (on a GPU)")
+    ap.add_argument(
+        "--save-every", type=float, default=5.0, help="minutes between saved states (--steps)"
+    )
+    ap.add_argument("--fresh", action="store_true", help="start the step plan over")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-5)
     ap.add_argument("--warmup", type=float, default=0.06)
