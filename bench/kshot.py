@@ -64,7 +64,12 @@ _NOT_SIGNALS = ("guards/__init__.py", "guards/adapter.py", "guards/adapter_featu
 
 @functools.cache
 def fingerprint() -> str:
-    """A short hash of the signal-producing code and the model files (names, sizes)."""
+    """A short hash of the signal-producing code and the model files (names, sizes);
+    ``$GROUNDPROXY_BENCH_FINGERPRINT`` pins an earlier one (only for a code change shown not
+    to alter the signals, e.g. by a test that the new code computes the same numbers)."""
+    pinned = os.environ.get("GROUNDPROXY_BENCH_FINGERPRINT")
+    if pinned:
+        return pinned
     h = hashlib.sha256()
     files = [p for d in _SIGNAL_CODE for p in sorted((ROOT / d).rglob("*.py"))]
     files += [ROOT / f for f in _SIGNAL_FILES]

@@ -10,9 +10,10 @@ Per claim (:data:`CLAIM_FIELDS`): the decided P(supported), the verifier's best 
 P(supported) and P(contradicted) over the claim's passages, verdict flags, whether the
 symbolic rules passed, the number of passages and their best retrieval score, the verdict's
 uncertainty, and the lexical-overlap score (the seed-001 TF-IDF method of
-:mod:`guards.lexical`) of the claim against its own passages. Per answer: the trust score
-and the same lexical score of the WHOLE answer against every passage the guard gathered
-(with the question) — the lexical baseline, computed from the guard's own evidence.
+:mod:`guards.lexical`, computed by :mod:`guards.lexical_best`) of the claim against its own
+passages. Per answer: the trust score and the same lexical score of the WHOLE answer against
+every passage the guard gathered (with the question) — the lexical baseline, computed from
+the guard's own evidence.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from groundproxy.guards.decide import trust_score
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.lexical_best import LexicalScorer
 from groundproxy.guards.stages import Verified
-from groundproxy.guards.types import ClaimResult, Pair
+from groundproxy.guards.types import ClaimResult
 
 SIGNALS_VERSION = 1
 CLAIM_FIELDS: tuple[str, ...] = (
@@ -44,21 +45,12 @@ CLAIM_FIELDS: tuple[str, ...] = (
     "claim_words",
 )
 
-_LEXICAL = LexicalVerifier()
-
-
-def _lexical_best(text: str, passages: Sequence[str], question: str | None) -> float:
-    """The best raw lexical score s of ``text`` against any passage (0 with none)."""
-    if not text.strip() or not passages:
-        return 0.0
-    pairs = [Pair(claim=text, evidence=p, question=question) for p in passages]
-    return float(max(_LEXICAL.raw_scores(pairs)))
-
 
 def answer_signals(verified: Verified, results: Sequence[ClaimResult]) -> dict[str, Any]:
     """``{"claims": [[CLAIM_FIELDS…], …], "trust", "lex_answer", "lex_answer_alone" (without
     the question), "n_passages", "answer_words"}``."""
     q = verified.question if verified.question and verified.question.strip() else None
+    lexical = LexicalScorer()  # each text tokenized once (guards.lexical_best)
     claims: list[list[float]] = []
     passages: dict[str, None] = {}
     for s, r in zip(verified.claims, results, strict=True):
@@ -76,7 +68,7 @@ def answer_signals(verified: Verified, results: Sequence[ClaimResult]) -> dict[s
                 float(len(s.evidence)),
                 max((e.score for e in s.evidence), default=0.0),
                 r.uncertainty,
-                _lexical_best(s.claim.text, texts, q),
+                lexical.best(s.claim.text, texts, q),
                 float(s.conflict is not None),
                 float(s.correction_probs is not None),
                 sum(p.supported for p in s.probs) / len(s.probs) if s.probs else 0.0,
@@ -87,8 +79,8 @@ def answer_signals(verified: Verified, results: Sequence[ClaimResult]) -> dict[s
         "version": SIGNALS_VERSION,
         "claims": claims,
         "trust": trust_score(results),
-        "lex_answer": _lexical_best(verified.answer, list(passages), q),
-        "lex_answer_alone": _lexical_best(verified.answer, list(passages), None),
+        "lex_answer": lexical.best(verified.answer, list(passages), q),
+        "lex_answer_alone": lexical.best(verified.answer, list(passages), None),
         "n_passages": len(passages),
         "answer_words": len(verified.answer.split()),
     }
