@@ -17,7 +17,12 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 """
 
 from groundproxy.guards.adapter import Adapter, apply_adapted
-from groundproxy.guards.adapter_features import FEATURES, answer_features, features_from_signals
+from groundproxy.guards.adapter_features import (
+    FEATURE_SETS,
+    FEATURES,
+    answer_features,
+    features_from_signals,
+)
 from groundproxy.guards.adapter_signals import answer_signals
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
@@ -46,6 +51,7 @@ from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, wal
 
 __all__ = [
     "FEATURES",
+    "FEATURE_SETS",
     "Adapter",
     "CachingVerifier",
     "Segment",

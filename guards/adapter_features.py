@@ -42,6 +42,7 @@ LEGACY_FEATURES: tuple[str, ...] = (
 # Added with the signals: the lexical-overlap scores (answer and claims against the guard's
 # own evidence), more retrieval and per-claim aggregates.
 EXTRA_FEATURES: tuple[str, ...] = (
+    "all_supported",  # the zero-shot decision: every claim supported (1) or not (0)
     "max_p_supported",
     "min_passage_supported",
     "mean_passage_supported",
@@ -63,6 +64,7 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "all": FEATURES,
     "legacy": LEGACY_FEATURES,
     "compact": (
+        "all_supported",
         "n_claims_log",
         "min_p_supported",
         "mean_p_supported",
@@ -119,6 +121,7 @@ def features_from_signals(signals: Mapping[str, Any]) -> dict[str, float]:
         "min_retrieval": a("min", "best_retrieval", 1.0),
         "mean_retrieval": a("mean", "best_retrieval", 1.0),
         "trust": float(signals["trust"]),
+        "all_supported": float(n > 0 and all(v == 1.0 for v in col("supported"))),
         "max_p_supported": a("max", "p_supported", 1.0),
         "min_passage_supported": a("min", "mean_passage_supported", 1.0),
         "mean_passage_supported": a("mean", "mean_passage_supported", 1.0),

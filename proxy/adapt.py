@@ -34,12 +34,12 @@ import numpy.typing as npt
 
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import (
+    FEATURE_SETS,
     answer_signals,
     conformal_threshold,
     decide_claims,
     features_from_signals,
 )
-from groundproxy.guards.adapter_features import FEATURE_SETS
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.adapters import write_adapter
 from groundproxy.proxy.feedback import Labelled, feedback_path, read_labelled
@@ -47,7 +47,7 @@ from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
 MIN_ROWS = 10
-C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
+C_GRID = (0.001, 0.01, 0.1, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
 Matrix = npt.NDArray[np.float64]
 
 
