@@ -1,39 +1,87 @@
 """k-shot adaptation benchmark (issue 11): the tenant's adapter vs the zero-shot decision.
 
-For each file in ``../shared/data/eval``: a seeded pool of rows is verified once by the
-serve path (:func:`groundproxy.proxy.adapt.featurize`: the row's context as request
-evidence, default policy, no tenant index) giving the answer-level features, the zero-shot
-decision ("any claim not supported") and the lexical baseline's score (the seed-001
-method of ``bench/accuracy.py``, threshold 0.5). Then per seed and k: k rows are the
-tenant's labels (:func:`groundproxy.proxy.adapt.fit_combiner`, cross-fitted balanced
-threshold, exactly what ``calibrate --fit`` writes), the test rows are the others (at most
-``--test``), and balanced accuracy is reported for zero-shot, adapted and lexical on the
-same test rows (mean ± sd over seeds).
+For each file in ``../shared/data/eval``: a seeded pool of rows (a prefix of the file's
+shuffle, seed 1234) is verified once by the serve path
+(:func:`groundproxy.proxy.adapt.signals_of`: the row's context as request evidence, default
+policy, no tenant index), giving the adapter's signals
+(:mod:`groundproxy.guards.adapter_signals`), the zero-shot decision ("any claim not
+supported") and the lexical baseline's score (the seed-001 method of ``bench/accuracy.py``,
+threshold 0.5). The signals are cached on disk, outside the repository
+(``~/.cache/groundproxy-bench/kshot/<file>-<seed>-<code fingerprint>.json``, one row saved
+at a time), so a stopped run resumes, a smaller pool reuses a larger one's rows and the
+fits below re-run in seconds; the fingerprint covers the code that produces the signals
+and the model files, not the aggregation / fitting code.
 
-    python -m bench.kshot --ks 50,100,200 --seeds 5 --test 300 --out bench/results/kshot.txt
+Then per seed and k: k rows are the tenant's labels, the test rows are the others (at most
+``--test``), and balanced accuracy is reported on the same test rows for zero-shot,
+``adapted-v1`` (the adapter as first shipped: 17 features, C = 1), ``adapted`` (what
+``calibrate --fit`` writes now: :func:`groundproxy.proxy.adapt.fit_combiner`, feature set
+and L2 strength chosen by cross-fitting on the k labels, cross-fitted balanced threshold)
+and lexical (mean ± sd over seeds).
+
+    python -m bench.kshot --extract-only --pool 400          # fill the cache (slow)
+    python -m bench.kshot --cached-only --pool 400 --out bench/results/kshot.txt
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import hashlib
 import json
+import os
 import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.accuracy import lexical_scores
+from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.proxy.adapt import balanced_accuracy, featurize, fit_combiner
+from groundproxy.proxy.adapt import balanced_accuracy, fit_combiner, signals_of
 from groundproxy.proxy.evaluate import eval_policy
 from groundproxy.proxy.feedback import parse_labelled
-from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
+POOL_SEED = 1234
+# The code that produces the cached signals (the serve path up to answer_signals); the
+# adapter's aggregation and fitting (guards/adapter*.py, proxy/adapt.py) are left out on
+# purpose: they run on the cached signals, so changing them must not invalidate the cache.
+_SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
+_SIGNAL_FILES = ("proxy/guarding.py", "proxy/guard_build.py", "proxy/evaluate.py")
+_NOT_SIGNALS = ("guards/__init__.py", "guards/adapter.py", "guards/adapter_features.py")
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A short hash of the signal-producing code and the model files (names, sizes);
+    ``$GROUNDPROXY_BENCH_FINGERPRINT`` pins an earlier one (only for a code change shown not
+    to alter the signals, e.g. by a test that the new code computes the same numbers)."""
+    pinned = os.environ.get("GROUNDPROXY_BENCH_FINGERPRINT")
+    if pinned:
+        return pinned
+    h = hashlib.sha256()
+    files = [p for d in _SIGNAL_CODE for p in sorted((ROOT / d).rglob("*.py"))]
+    files += [ROOT / f for f in _SIGNAL_FILES]
+    for p in files:
+        rel = p.relative_to(ROOT).as_posix()
+        if rel not in _NOT_SIGNALS and "__pycache__" not in rel:
+            h.update(rel.encode() + b"\0" + p.read_bytes())
+    for p in sorted((ROOT / "models").rglob("*.onnx")) + sorted(
+        (ROOT / "models").rglob("meta.json")
+    ):
+        h.update(f"{p.relative_to(ROOT).as_posix()}:{p.stat().st_size}".encode())
+    return h.hexdigest()[:12]
 
 
 def pool_rows(path: Path, size: int, seed: int) -> list[dict[str, Any]]:
@@ -42,37 +90,85 @@ def pool_rows(path: Path, size: int, seed: int) -> list[dict[str, Any]]:
     return rows[:size]
 
 
-def run_file(path: Path, ks: list[int], seeds: int, test: int, guard: Any) -> dict[str, Any]:
-    rows = pool_rows(path, max(ks) + test, 1234)
+def _save(path: Path, content: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(content), encoding="utf-8")
+    tmp.replace(path)
+
+
+def extract(
+    path: Path,
+    pool: int,
+    guard: Callable[[], GuardService] | None,
+    cache_dir: Path = CACHE / "kshot",
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
+    """The pool's rows (a prefix of the file's seeded shuffle) and each row's served signals
+    and zero-shot decision, read from / added to ``<cache_dir>/<file>-<seed>-<fingerprint>.json``
+    (resumes where it stopped; a smaller pool reuses a larger one's prefix). ``guard`` None:
+    cached rows only (the pool shrinks to what is cached)."""
+    rows = pool_rows(path, pool, POOL_SEED)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    where = cache_dir / f"{path.stem}-{POOL_SEED}-{fingerprint()}.json"
+    saved: dict[str, Any] = {"file": path.stem, "rows": [], "seconds": 0.0}
+    if where.exists():
+        saved = json.loads(where.read_text(encoding="utf-8"))
     policy = eval_policy("default", "context")
-    started = time.perf_counter()
-    scored = [featurize(parse_labelled(r), policy, guard) for r in rows]
-    secs = time.perf_counter() - started
+    started = time.perf_counter() - saved["seconds"]
+    for r in rows[len(saved["rows"]) :] if guard is not None else []:
+        signals, zero = signals_of(parse_labelled(r), policy, guard())
+        saved["rows"].append({"signals": signals, "zero": zero})
+        saved["seconds"] = time.perf_counter() - started
+        _save(where, saved)
+        if len(saved["rows"]) % 10 == 0 or len(saved["rows"]) == len(rows):
+            print(f"  {path.stem}: {len(saved['rows'])}/{len(rows)}", file=sys.stderr, flush=True)
+    n = min(len(rows), len(saved["rows"]))
+    per_row = saved["seconds"] / max(1, len(saved["rows"]))
+    return rows[:n], saved["rows"][:n], per_row
+
+
+# The adapter as first shipped (the 17 legacy features, C = 1) beside the current fit.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "adapted-v1": {"feature_sets": {"legacy": LEGACY_FEATURES}, "cs": (1.0,)},
+    "adapted": {},
+}
+COLUMNS = ("zero", "adapted-v1", "adapted", "lexical")
+
+
+def run_file(
+    path: Path,
+    rows: list[dict[str, Any]],
+    scored: list[dict[str, Any]],
+    per_row_s: float,
+    ks: list[int],
+    seeds: int,
+    test: int,
+) -> dict[str, Any]:
     lex, _ = lexical_scores(rows, LexicalVerifier())
     labels = [int(r["label_hallucinated"]) for r in rows]
-    feats = [f for f, _ in scored]
-    zero = [z for _, z in scored]
+    feats = [features_from_signals(s["signals"]) for s in scored]
+    zero = [int(s["zero"]) for s in scored]
     lexp = [int(p < 0.5) for p in lex]
-    out: dict[str, Any] = {
-        "file": path.stem,
-        "pool": len(rows),
-        "ms_per_row": 1000 * secs / len(rows),
-    }
+    out: dict[str, Any] = {"file": path.stem, "pool": len(rows), "ms_per_row": 1000 * per_row_s}
     for k in ks:
-        res: dict[str, list[float]] = {"zero": [], "adapted": [], "lexical": []}
+        if len(rows) - k < 50:  # too few test rows left
+            continue
+        res: dict[str, list[float]] = {name: [] for name in COLUMNS}
         for seed in range(seeds):
             order = list(range(len(rows)))
             random.Random(seed).shuffle(order)
             tr, te = order[:k], order[k : k + test]
             y_te = [labels[i] for i in te]
-            try:
-                fit = fit_combiner([feats[i] for i in tr], [labels[i] for i in tr], seed=seed)
-            except Exception as exc:  # too few of one label in k rows
-                print(f"  {path.stem} k={k} seed={seed}: {exc}", file=sys.stderr)
-                continue
-            ad = Adapter.from_dict({**fit, "version": 1, "verifier": "x"})
-            pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
-            res["adapted"].append(balanced_accuracy(y_te, pred))
+            for name, options in VARIANTS.items():
+                try:
+                    fit = fit_combiner(
+                        [feats[i] for i in tr], [labels[i] for i in tr], seed=seed, **options
+                    )
+                except BadRequestError as exc:  # too few of one label in k rows
+                    print(f"  {path.stem} k={k} seed={seed}: {exc}", file=sys.stderr)
+                    continue
+                ad = Adapter.from_dict({**fit, "version": 1, "verifier": "x"})
+                pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
+                res[name].append(balanced_accuracy(y_te, pred))
             res["zero"].append(balanced_accuracy(y_te, [zero[i] for i in te]))
             res["lexical"].append(balanced_accuracy(y_te, [lexp[i] for i in te]))
         out[f"k{k}"] = {
@@ -83,7 +179,8 @@ def run_file(path: Path, ks: list[int], seeds: int, test: int, guard: Any) -> di
 
 def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
     lines = [header, ""]
-    lines.append(f"{'file':24} {'k':>4} {'zero-shot':>14} {'adapted':>14} {'lexical':>14}  n_seeds")
+    heads = "".join(f"{'zero-shot' if c == 'zero' else c:>15}" for c in COLUMNS)
+    lines.append(f"{'file':24} {'k':>4}{heads}  n_seeds")
     for r in results:
         for k in ks:
             cell = r.get(f"k{k}", {})
@@ -94,20 +191,14 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
                 m, sd, _ = c[name]
                 return f"{m:.3f} ± {sd:.3f}"
 
-            lines.append(
-                f"{r['file']:24} {k:>4} {f('zero'):>14} {f('adapted'):>14} {f('lexical'):>14}"
-                f"  {cell['adapted'][2]}"
-            )
+            cols = "".join(f"{f(c):>15}" for c in COLUMNS)
+            lines.append(f"{r['file']:24} {k:>4}{cols}  {cell['adapted'][2]}")
     for k in ks:
         cells = [r[f"k{k}"] for r in results if "adapted" in r.get(f"k{k}", {})]
         if cells:
-            mean = {
-                n: statistics.mean(c[n][0] for c in cells) for n in ("zero", "adapted", "lexical")
-            }
-            lines.append(
-                f"{'MEAN':24} {k:>4} {mean['zero']:>14.3f} {mean['adapted']:>14.3f} "
-                f"{mean['lexical']:>14.3f}"
-            )
+            means = "".join(f"{statistics.mean(c[n][0] for c in cells):>15.3f}" for n in COLUMNS)
+            passed = sum(c["adapted"][0] >= 0.72 for c in cells)
+            lines.append(f"{'MEAN':24} {k:>4}{means}  (adapted ≥ 0.72 on {passed}/{len(cells)})")
     lines.append("")
     lines += [
         f"{r['file']}: pool {r['pool']} rows, {r['ms_per_row']:.0f} ms/row to verify"
@@ -121,24 +212,43 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--ks", default="50,100,200")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--test", type=int, default=300)
+    ap.add_argument("--test", type=int, default=200)
+    ap.add_argument("--pool", type=int, default=400)
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--extract-only", action="store_true", help="fill the signal cache only")
+    ap.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="verify nothing: each file's pool is what is cached",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
     files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     if args.only:
-        files = [p for p in files if p.stem in args.only]
+        files = sorted(
+            (p for p in files if p.stem in args.only), key=lambda p: args.only.index(p.stem)
+        )
     results: list[dict[str, Any]] = []
     header = (
         f"k-shot adaptation, balanced accuracy on held-out rows (mean ± sd over {args.seeds} "
-        f"seeds; test ≤ {args.test} rows; verifier 'default', context mode; "
+        f"seeds; pool {args.pool}, test ≤ {args.test} rows; verifier 'default', context mode; "
         f"python -m bench.kshot --ks {args.ks} --seeds {args.seeds} --test {args.test})"
     )
-    with build_guard(Settings(batch_window_ms=0)) as guard:
+    with contextlib.ExitStack() as stack:
+        guards: list[GuardService] = []
+
+        def guard() -> GuardService:
+            if not guards:
+                guards.append(stack.enter_context(build_guard(Settings(batch_window_ms=0))))
+            return guards[0]
+
         for path in files:
             print(f"{path.name} …", file=sys.stderr, flush=True)
-            results.append(run_file(path, ks, args.seeds, args.test, guard))
+            rows, scored, secs = extract(path, args.pool, None if args.cached_only else guard)
+            if args.extract_only:
+                continue
+            results.append(run_file(path, rows, scored, secs, ks, args.seeds, args.test))
             text = table(results, ks, header)
             print(text, file=sys.stderr, flush=True)
             if args.out:

@@ -16,7 +16,14 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 - JSON answers, the verdict cache, the tenant adapter, conformal maths, the trace walk.
 """
 
-from groundproxy.guards.adapter import FEATURES, Adapter, answer_features, apply_adapted
+from groundproxy.guards.adapter import Adapter, apply_adapted
+from groundproxy.guards.adapter_features import (
+    FEATURE_SETS,
+    FEATURES,
+    answer_features,
+    features_from_signals,
+)
+from groundproxy.guards.adapter_signals import answer_signals
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.decide import model_threshold, resolve_threshold
@@ -44,6 +51,7 @@ from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, wal
 
 __all__ = [
     "FEATURES",
+    "FEATURE_SETS",
     "Adapter",
     "CachingVerifier",
     "Segment",
@@ -55,6 +63,7 @@ __all__ = [
     "Verified",
     "admission",
     "answer_features",
+    "answer_signals",
     "apply",
     "apply_adapted",
     "beta_binomial_interval",
@@ -66,6 +75,7 @@ __all__ = [
     "disabled_report",
     "evidence_fn",
     "failure_report",
+    "features_from_signals",
     "final_step",
     "guarded_json",
     "header_safe",

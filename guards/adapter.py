@@ -3,7 +3,8 @@
 Zero-shot, an answer is accepted iff every claim is supported ("any claim not supported"
 rejects it). A tenant whose reviewers labelled answers (``POST /v1/groundproxy/feedback``,
 ``groundproxy calibrate --fit``) gets an :class:`Adapter`: a logistic regression over
-answer-level aggregates of what stage 1 found (:func:`answer_features`), fitted on that
+answer-level aggregates of what stage 1 found
+(:func:`~groundproxy.guards.adapter_features.answer_features`), fitted on that
 tenant's labels only, and a threshold on its P(hallucinated). With an adapter in force:
 
 - P(hallucinated) ≤ threshold → the answer is **accepted**: its text is returned as the
@@ -21,70 +22,15 @@ the file is read and cached in :mod:`groundproxy.proxy.adapters`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards.decide import trust_score
+from groundproxy.guards.adapter_features import FEATURES, answer_features
 from groundproxy.guards.stages import Verified, apply, decide
-from groundproxy.guards.types import ClaimResult, GuardReport
+from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
-
-FEATURES: tuple[str, ...] = (
-    "n_claims_log",
-    "no_claims",
-    "min_p_supported",
-    "mean_p_supported",
-    "min_raw_supported",
-    "mean_raw_supported",
-    "max_p_contradicted",
-    "mean_p_contradicted",
-    "share_supported",
-    "share_contradicted",
-    "share_unverifiable",
-    "share_rule_failed",
-    "share_no_evidence",
-    "max_uncertainty",
-    "min_retrieval",
-    "mean_retrieval",
-    "trust",
-)
-
-
-def _mean(xs: Sequence[float], empty: float) -> float:
-    return sum(xs) / len(xs) if xs else empty
-
-
-def answer_features(verified: Verified, results: Sequence[ClaimResult]) -> list[float]:
-    """The answer-level features, in :data:`FEATURES` order, from stage 1's output and the
-    per-claim verdicts (:func:`guards.stages.decide`). An answer with no claims has
-    P(supported) 1 and no contradiction (as the trust score says)."""
-    n = len(results)
-    raw_sup = [max((p.supported for p in s.probs), default=0.0) for s in verified.claims]
-    raw_con = [max((p.contradicted for p in s.probs), default=0.0) for s in verified.claims]
-    best_score = [max((e.score for e in s.evidence), default=0.0) for s in verified.claims]
-    sup = [r.probs.supported for r in results]
-    verdicts = [r.verdict for r in results]
-    return [
-        math.log1p(n),
-        1.0 if n == 0 else 0.0,
-        min(sup, default=1.0),
-        _mean(sup, 1.0),
-        min(raw_sup, default=1.0),
-        _mean(raw_sup, 1.0),
-        max(raw_con, default=0.0),
-        _mean(raw_con, 0.0),
-        _mean([float(v == "supported") for v in verdicts], 1.0),
-        _mean([float(v == "contradicted") for v in verdicts], 0.0),
-        _mean([float(v == "unverifiable") for v in verdicts], 0.0),
-        _mean([float(not s.rule.ok) for s in verified.claims], 0.0),
-        _mean([float(not s.evidence) for s in verified.claims], 0.0),
-        max((r.uncertainty for r in results), default=0.0),
-        min(best_score, default=1.0),
-        _mean(best_score, 1.0),
-        trust_score(results),
-    ]
 
 
 def _floats(data: Mapping[str, Any], key: str, n: int) -> list[float]:
@@ -101,30 +47,39 @@ def _floats(data: Mapping[str, Any], key: str, n: int) -> list[float]:
 
 @dataclass(frozen=True)
 class Adapter:
-    """A fitted combiner: standardized features → logistic P(hallucinated)."""
+    """A fitted combiner: standardized named features → logistic P(hallucinated)."""
 
     version: int
     verifier: str
+    features: tuple[str, ...]
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     coef: tuple[float, ...]
     intercept: float
     threshold: float  # reject iff P(hallucinated) > threshold
 
-    def p_hallucinated(self, features: Sequence[float]) -> float:
+    def p_hallucinated(self, features: Mapping[str, float]) -> float:
+        """P(hallucinated) from the named features (:func:`answer_features`)."""
+        xs = [features[name] for name in self.features]
         z = self.intercept + sum(
-            c * (x - m) / s
-            for c, x, m, s in zip(self.coef, features, self.mean, self.scale, strict=True)
+            c * (x - m) / s for c, x, m, s in zip(self.coef, xs, self.mean, self.scale, strict=True)
         )
         return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Adapter:
-        """Validated; a file made for other features is refused (PolicyError)."""
+        """Validated. Any file listing features this version computes loads (the first
+        format's 17 included); one naming an unknown feature is refused (PolicyError)."""
         names = data.get("features")
-        if names != list(FEATURES):
-            raise PolicyError("adapter: made for other features; fit it again")
-        n = len(FEATURES)
+        if not isinstance(names, list) or not names or not all(isinstance(v, str) for v in names):
+            raise PolicyError("adapter: 'features' must be a non-empty list of feature names")
+        unknown = sorted(set(names) - set(FEATURES))
+        if unknown:
+            raise PolicyError(
+                f"adapter: made for features this version does not compute ({', '.join(unknown)}); "
+                "fit it again with `groundproxy calibrate --fit`"
+            )
+        n = len(names)
         scale = _floats(data, "scale", n)
         if any(s <= 0 for s in scale):
             raise PolicyError("adapter: 'scale' must be positive")
@@ -137,6 +92,7 @@ class Adapter:
         return cls(
             version=version,
             verifier=str(data.get("verifier", "")),
+            features=tuple(names),
             mean=tuple(_floats(data, "mean", n)),
             scale=tuple(scale),
             coef=tuple(_floats(data, "coef", n)),

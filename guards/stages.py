@@ -76,6 +76,7 @@ class Verified:
     model_threshold: float | None = None  # the verifier's fitted one (threshold: model)
     latency_ms: float = 0.0
     tail: str = ""  # past policy.max_answer_chars: not verified, returned marked (apply)
+    question: str | None = None  # the user's question the claims were verified with
 
 
 @dataclass
@@ -153,6 +154,7 @@ def verify(
         threshold=threshold,
         model_threshold=model_threshold(verifier),
         latency_ms=(time.perf_counter() - started) * 1000.0,
+        question=question,
         tail=tail,
     )
 

@@ -25,7 +25,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,13 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import FEATURES, answer_features, conformal_threshold, decide_claims
+from groundproxy.guards import (
+    FEATURE_SETS,
+    answer_signals,
+    conformal_threshold,
+    decide_claims,
+    features_from_signals,
+)
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.adapters import write_adapter
 from groundproxy.proxy.feedback import Labelled, feedback_path, read_labelled
@@ -41,16 +47,17 @@ from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
 MIN_ROWS = 10
+C_GRID = (0.001, 0.01, 0.1, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
 Matrix = npt.NDArray[np.float64]
 
 
-def featurize(item: Labelled, policy: Policy, guard: GuardService) -> tuple[list[float], int]:
-    """(features, zero-shot prediction) of one labelled answer, by the serve path."""
+def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dict[str, Any], int]:
+    """(adapter signals, zero-shot prediction) of one labelled answer, by the serve path."""
     context = [("context", c) for c in item.context]
     verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
     results = decide_claims(verified, policy)
     rule = int(not results or any(r.verdict != "supported" for r in results))
-    return answer_features(verified, results), rule
+    return answer_signals(verified, results), rule
 
 
 def _standardize(x: Matrix) -> tuple[Matrix, Matrix]:
@@ -83,47 +90,91 @@ def best_threshold(y: Sequence[int], p: Sequence[float]) -> float:
     return max(scored)[2]
 
 
-def _oof(x: Matrix, y: npt.NDArray[np.int64], c: float, seed: int) -> list[float]:
+def _auc(y: npt.NDArray[np.int64], p: Matrix) -> float:
+    """ROC-AUC (ties count half)."""
+    pos, neg = p[y == 1], p[y == 0]
+    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return float(greater) / (len(pos) * len(neg))
+
+
+def _oof(x: Matrix, y: npt.NDArray[np.int64], c: float, seed: int) -> Matrix:
+    """Out-of-fold P(hallucinated): stratified 5-fold (fewer when a label is rare); each
+    fold standardized on its own training part."""
     from sklearn.model_selection import StratifiedKFold
 
     folds = min(5, int(np.bincount(y).min()))
     if folds < 2:
-        return [float(v) for v in _model(x, y, c).predict_proba(x)[:, 1]]
+        mean, scale = _standardize(x)
+        return np.asarray(_model((x - mean) / scale, y, c).predict_proba((x - mean) / scale)[:, 1])
     out = np.zeros(len(y))
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x, y):
-        out[te] = _model(x[tr], y[tr], c).predict_proba(x[te])[:, 1]
-    return [float(v) for v in out]
+        mean, scale = _standardize(x[tr])
+        out[te] = _model((x[tr] - mean) / scale, y[tr], c).predict_proba((x[te] - mean) / scale)[
+            :, 1
+        ]
+    return out
+
+
+def _matrix(features: Sequence[Mapping[str, float]], names: Sequence[str]) -> Matrix:
+    return np.asarray([[f[n] for n in names] for f in features], dtype=np.float64)
+
+
+def choose_combiner(
+    features: Sequence[Mapping[str, float]],
+    y: npt.NDArray[np.int64],
+    seed: int,
+    feature_sets: Mapping[str, Sequence[str]],
+    cs: Sequence[float],
+) -> tuple[str, float, Matrix]:
+    """(feature set, C, its out-of-fold P(hallucinated)) with the best out-of-fold ROC-AUC
+    over the grid; on a tie the stronger regularization (smaller C), then the smaller set."""
+    best: tuple[float, float, int, str, Matrix] | None = None
+    for name, names in feature_sets.items():
+        x = _matrix(features, names)
+        for c in cs:
+            oof = _oof(x, y, c, seed)
+            key = (round(_auc(y, oof), 6), -c, -len(names), name, oof)
+            if best is None or key[:3] > best[:3]:
+                best = key
+    assert best is not None
+    return best[3], -best[1], best[4]
 
 
 def fit_combiner(
-    features: Sequence[Sequence[float]],
+    features: Sequence[Mapping[str, float]],
     labels: Sequence[int],
     *,
     alpha: float | None = None,
     cal_fraction: float = 0.5,
     seed: int = 0,
-    c: float = 1.0,
+    feature_sets: Mapping[str, Sequence[str]] = FEATURE_SETS,
+    cs: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
-    """The adapter's parameters and fit figures (no version, no verifier yet)."""
-    x, y = np.asarray(features, dtype=np.float64), np.asarray(labels, dtype=np.int64)
+    """The adapter's parameters and fit figures (no version, no verifier yet).
+
+    ``features``: one :func:`~groundproxy.guards.features_from_signals` dict per answer. The
+    feature set and the L2 strength are chosen by cross-fitting on these labels
+    (:func:`choose_combiner`), then the threshold (module docstring)."""
+    y = np.asarray(labels, dtype=np.int64)
     if len(y) < MIN_ROWS or min(int((y == 0).sum()), int((y == 1).sum())) < 2:
         raise BadRequestError(
             f"--fit needs at least {MIN_ROWS} labelled answers, 2 or more of each label "
             f"(have {len(y)}: {int((y == 1).sum())} hallucinated)"
         )
-    mean, scale = _standardize(x)
-    z = (x - mean) / scale
-    fit: dict[str, Any] = {"n": len(y), "n_hallucinated": int(y.sum()), "C": c}
+    fit: dict[str, Any] = {"n": len(y), "n_hallucinated": int(y.sum())}
     if alpha is None:
-        oof = _oof(z, y, c, seed)
-        threshold = best_threshold(y.tolist(), oof)
-        model = _model(z, y, c)
+        set_name, c, oof = choose_combiner(features, y, seed, feature_sets, cs)
+        x = _matrix(features, feature_sets[set_name])
+        threshold = best_threshold(y.tolist(), oof.tolist())
         fit.update(
             threshold_rule="balanced accuracy, out-of-fold",
+            oof_roc_auc=round(_auc(y, oof), 4),
             oof_balanced_accuracy=round(
                 balanced_accuracy(y.tolist(), [int(p > threshold) for p in oof]), 4
             ),
         )
+        mean, scale = _standardize(x)
+        model = _model((x - mean) / scale, y, c)
     else:
         order = list(range(len(y)))
         random.Random(seed).shuffle(order)
@@ -131,8 +182,16 @@ def fit_combiner(
         tr, cal = np.array(order[:cut]), np.array(order[cut:])
         if len(set(y[tr].tolist())) < 2 or not (y[cal] == 0).any():
             raise BadRequestError("the split leaves a part without both labels: label more")
-        model = _model(z[tr], y[tr], c)
-        accept_scores = [1.0 - float(p) for p in model.predict_proba(z[cal][y[cal] == 0])[:, 1]]
+        train = [features[i] for i in tr]
+        if min(np.bincount(y[tr], minlength=2)) >= 2:
+            set_name, c, _ = choose_combiner(train, y[tr], seed, feature_sets, cs)
+        else:
+            set_name, c = next(iter(feature_sets)), max(cs)
+        x = _matrix(train, feature_sets[set_name])
+        mean, scale = _standardize(x)
+        model = _model((x - mean) / scale, y[tr], c)
+        xc = (_matrix([features[i] for i in cal], feature_sets[set_name]) - mean) / scale
+        accept_scores = [1.0 - float(p) for p in model.predict_proba(xc[y[cal] == 0])[:, 1]]
         ct = conformal_threshold(accept_scores, alpha)
         threshold = 1.0 if math.isinf(ct.threshold) else min(1.0, max(0.0, 1.0 - ct.threshold))
         fit.update(
@@ -142,9 +201,10 @@ def fit_combiner(
             k=ct.k,
             guarantee=f"P(a truly supported answer is accepted) >= {1 - alpha:g}",
         )
+    fit.update(feature_set=set_name, C=c)
     return {
         "object": "groundproxy.adapter",
-        "features": list(FEATURES),
+        "features": list(feature_sets[set_name]),
         "mean": [float(v) for v in mean],
         "scale": [float(v) for v in scale],
         "coef": [float(v) for v in model.coef_[0]],
@@ -176,11 +236,10 @@ def fit_tenant(
     with build_guard(Settings(data=data, batch_window_ms=0)) as guard:
         verifier = guard.verifier(policy.verifier.model).name
         say(f"scoring {len(items)} labelled answers with '{verifier}' …")
-        scored = [featurize(it, policy, guard) for it in items]
+        scored = [signals_of(it, policy, guard) for it in items]
     labels = [it.label_hallucinated for it in items]
-    content = fit_combiner(
-        [f for f, _ in scored], labels, alpha=alpha, cal_fraction=cal_fraction, seed=seed
-    )
+    features = [features_from_signals(f) for f, _ in scored]
+    content = fit_combiner(features, labels, alpha=alpha, cal_fraction=cal_fraction, seed=seed)
     rule = [r for _, r in scored]
     content["fit"]["zero_shot_balanced_accuracy"] = round(balanced_accuracy(labels, rule), 4)
     content.update(

@@ -41,7 +41,8 @@ def run_fit_command(args: argparse.Namespace, data: Path, policies: Path) -> int
     f = c["fit"]
     print(
         f"adapter v{c['version']} for tenant {tenant} (policy {source}, verifier "
-        f"{c['verifier']}): {f['n']} labelled answers ({f['n_hallucinated']} hallucinated)"
+        f"{c['verifier']}): {f['n']} labelled answers ({f['n_hallucinated']} hallucinated); "
+        f"features '{f['feature_set']}' ({len(c['features'])}), L2 C={f['C']:g} (cross-fitted)"
     )
     extra = (
         f", out-of-fold balanced accuracy {f['oof_balanced_accuracy']:.4f}"

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from groundproxy.errors import BadRequestError, PolicyError
-from groundproxy.guards.adapter import FEATURES, Adapter
+from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter_features import FEATURES, LEGACY_FEATURES, features_from_signals
+from groundproxy.guards.adapter_signals import CLAIM_FIELDS
 from groundproxy.proxy.adapt import best_threshold, fit_combiner
 from groundproxy.proxy.adapters import AdapterCache, versions, write_adapter
 from groundproxy.proxy.feedback import (
@@ -22,13 +24,13 @@ from groundproxy.proxy.feedback import (
 )
 
 
-def _rows(n: int, seed: int) -> tuple[list[list[float]], list[int]]:
+def _rows(n: int, seed: int) -> tuple[list[dict[str, float]], list[int]]:
     rng = random.Random(seed)
     xs, ys = [], []
     for i in range(n):
         y = i % 2
-        x = [rng.random() for _ in FEATURES]
-        x[FEATURES.index("max_p_contradicted")] = 0.8 * y + 0.2 * rng.random()
+        x = {name: rng.random() for name in FEATURES}
+        x["max_p_contradicted"] = 0.8 * y + 0.2 * rng.random()
         xs.append(x)
         ys.append(y)
     return xs, ys
@@ -46,6 +48,44 @@ def test_fit_learns_the_signal_and_conformal_threshold() -> None:
     with pytest.raises(BadRequestError):
         fit_combiner(xs[:5], ys[:5])
     assert best_threshold([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9]) == pytest.approx(0.5)
+
+
+def test_fit_chooses_features_and_regularization_by_cross_fitting() -> None:
+    xs, ys = _rows(80, 3)
+    only = {"lexical": ("lex_answer", "trust"), "signal": ("max_p_contradicted", "trust")}
+    fit = fit_combiner(xs, ys, seed=0, feature_sets=only, cs=(0.01, 1.0))
+    assert fit["fit"]["feature_set"] == "signal" and fit["features"] == list(only["signal"])
+    assert fit["fit"]["C"] in (0.01, 1.0) and fit["fit"]["oof_roc_auc"] > 0.95
+    ad = Adapter.from_dict({**fit, "version": 3, "verifier": "v"})
+    assert ad.features == only["signal"]
+
+
+def test_old_adapter_files_load_and_unknown_features_are_refused() -> None:
+    legacy = {
+        "version": 1,
+        "verifier": "v",
+        "features": list(LEGACY_FEATURES),
+        "mean": [0.0] * len(LEGACY_FEATURES),
+        "scale": [1.0] * len(LEGACY_FEATURES),
+        "coef": [0.0] * (len(LEGACY_FEATURES) - 1) + [-2.0],  # trust only
+        "intercept": 1.0,
+        "threshold": 0.5,
+    }
+    ad = Adapter.from_dict(legacy)
+    signals = {
+        "claims": [[0.9, 0.9, 0.05] + [0.0] * (len(CLAIM_FIELDS) - 3)],
+        "trust": 0.9,
+        "lex_answer": 0.4,
+        "lex_answer_alone": 0.3,
+        "n_passages": 2,
+        "answer_words": 7,
+    }
+    feats = features_from_signals(signals)
+    assert set(feats) == set(FEATURES)
+    assert feats["min_p_supported"] == pytest.approx(0.9) and feats["n_claims_log"] > 0
+    assert ad.p_hallucinated(feats) < 0.5  # 1 − 2·0.9 < 0
+    with pytest.raises(PolicyError, match=r"does not compute.*fit it again"):
+        Adapter.from_dict({**legacy, "features": [*LEGACY_FEATURES[:-1], "from_the_future"]})
 
 
 def test_versions_and_hot_reload(tmp_path: Path) -> None:

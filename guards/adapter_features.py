@@ -1,0 +1,144 @@
+"""The adapter's named answer-level features, aggregated from :mod:`guards.adapter_signals`.
+
+Every feature has a name; an adapter file lists the names it was fitted on and the serve
+path computes them by name (:func:`features_from_signals`), so a file written by an older
+version (:data:`LEGACY_FEATURES`, the first adapter format) keeps working, and a file that
+names a feature this version does not know is refused with a clear error
+(:class:`~groundproxy.guards.adapter.Adapter`).
+
+An answer with no claims has P(supported) 1 and no contradiction (as the trust score says).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from groundproxy.guards.adapter_signals import CLAIM_FIELDS, answer_signals
+from groundproxy.guards.stages import Verified
+from groundproxy.guards.types import ClaimResult
+
+# The first adapter format's features (adapter files fitted before the signals existed).
+LEGACY_FEATURES: tuple[str, ...] = (
+    "n_claims_log",
+    "no_claims",
+    "min_p_supported",
+    "mean_p_supported",
+    "min_raw_supported",
+    "mean_raw_supported",
+    "max_p_contradicted",
+    "mean_p_contradicted",
+    "share_supported",
+    "share_contradicted",
+    "share_unverifiable",
+    "share_rule_failed",
+    "share_no_evidence",
+    "max_uncertainty",
+    "min_retrieval",
+    "mean_retrieval",
+    "trust",
+)
+# Added with the signals: the lexical-overlap scores (answer and claims against the guard's
+# own evidence), more retrieval and per-claim aggregates.
+EXTRA_FEATURES: tuple[str, ...] = (
+    "all_supported",  # the zero-shot decision: every claim supported (1) or not (0)
+    "max_p_supported",
+    "min_passage_supported",
+    "mean_passage_supported",
+    "max_retrieval",
+    "mean_n_evidence_log",
+    "n_passages_log",
+    "share_conflict",
+    "share_corrected",
+    "lex_answer",
+    "lex_answer_alone",
+    "min_lex_claim",
+    "mean_lex_claim",
+    "answer_words_log",
+    "mean_claim_words_log",
+)
+FEATURES: tuple[str, ...] = LEGACY_FEATURES + EXTRA_FEATURES
+# The named subsets ``calibrate --fit`` chooses from by cross-fitting on the tenant's labels.
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "all": FEATURES,
+    "legacy": LEGACY_FEATURES,
+    "compact": (
+        "all_supported",
+        "n_claims_log",
+        "min_p_supported",
+        "mean_p_supported",
+        "max_p_contradicted",
+        "share_rule_failed",
+        "share_no_evidence",
+        "mean_retrieval",
+        "trust",
+        "lex_answer",
+        "mean_lex_claim",
+        "answer_words_log",
+    ),
+}
+
+_COL = {name: i for i, name in enumerate(CLAIM_FIELDS)}
+
+
+def _mean(xs: Sequence[float], empty: float) -> float:
+    return sum(xs) / len(xs) if xs else empty
+
+
+def features_from_signals(signals: Mapping[str, Any]) -> dict[str, float]:
+    """Every feature of :data:`FEATURES`, by name, from :func:`answer_signals`' output."""
+    claims: list[list[float]] = [list(map(float, c)) for c in signals["claims"]]
+    n = len(claims)
+
+    def col(name: str) -> list[float]:
+        return [c[_COL[name]] for c in claims]
+
+    agg: dict[str, Callable[[Sequence[float], float], float]] = {
+        "min": lambda xs, d: min(xs, default=d),
+        "max": lambda xs, d: max(xs, default=d),
+        "mean": _mean,
+    }
+
+    def a(how: str, name: str, empty: float) -> float:
+        return agg[how](col(name), empty)
+
+    return {
+        "n_claims_log": math.log1p(n),
+        "no_claims": 1.0 if n == 0 else 0.0,
+        "min_p_supported": a("min", "p_supported", 1.0),
+        "mean_p_supported": a("mean", "p_supported", 1.0),
+        "min_raw_supported": a("min", "raw_supported", 1.0),
+        "mean_raw_supported": a("mean", "raw_supported", 1.0),
+        "max_p_contradicted": a("max", "raw_contradicted", 0.0),
+        "mean_p_contradicted": a("mean", "raw_contradicted", 0.0),
+        "share_supported": a("mean", "supported", 1.0),
+        "share_contradicted": a("mean", "contradicted", 0.0),
+        "share_unverifiable": a("mean", "unverifiable", 0.0),
+        "share_rule_failed": a("mean", "rule_failed", 0.0),
+        "share_no_evidence": _mean([float(v == 0) for v in col("n_evidence")], 0.0),
+        "max_uncertainty": a("max", "uncertainty", 0.0),
+        "min_retrieval": a("min", "best_retrieval", 1.0),
+        "mean_retrieval": a("mean", "best_retrieval", 1.0),
+        "trust": float(signals["trust"]),
+        "all_supported": float(n > 0 and all(v == 1.0 for v in col("supported"))),
+        "max_p_supported": a("max", "p_supported", 1.0),
+        "min_passage_supported": a("min", "mean_passage_supported", 1.0),
+        "mean_passage_supported": a("mean", "mean_passage_supported", 1.0),
+        "max_retrieval": a("max", "best_retrieval", 1.0),
+        "mean_n_evidence_log": math.log1p(a("mean", "n_evidence", 0.0)),
+        "n_passages_log": math.log1p(float(signals["n_passages"])),
+        "share_conflict": a("mean", "conflict", 0.0),
+        "share_corrected": a("mean", "correction", 0.0),
+        "lex_answer": float(signals["lex_answer"]),
+        "lex_answer_alone": float(signals["lex_answer_alone"]),
+        "min_lex_claim": a("min", "lex_claim", 1.0),
+        "mean_lex_claim": a("mean", "lex_claim", 1.0),
+        "answer_words_log": math.log1p(float(signals["answer_words"])),
+        "mean_claim_words_log": math.log1p(a("mean", "claim_words", 0.0)),
+    }
+
+
+def answer_features(verified: Verified, results: Sequence[ClaimResult]) -> dict[str, float]:
+    """The named features of one verified answer (what the adapter applies at serve time)."""
+    return features_from_signals(answer_signals(verified, results))

@@ -1,0 +1,86 @@
+"""What a tenant's adapter sees of one verified answer: per-claim and answer-level signals.
+
+:func:`answer_signals` turns stage 1's output (:class:`~groundproxy.guards.stages.Verified`)
+and the per-claim verdicts into plain numbers (JSON-safe); :mod:`guards.adapter_features`
+aggregates them into the combiner's named features. Serving, ``calibrate --fit`` and
+``bench/kshot.py`` all call this one function, so the adapter is fitted on exactly the
+numbers it is applied to (the benchmark caches them on disk).
+
+Per claim (:data:`CLAIM_FIELDS`): the decided P(supported), the verifier's best raw
+P(supported) and P(contradicted) over the claim's passages, verdict flags, whether the
+symbolic rules passed, the number of passages and their best retrieval score, the verdict's
+uncertainty, and the lexical-overlap score (the seed-001 TF-IDF method of
+:mod:`guards.lexical`, computed by :mod:`guards.lexical_best`) of the claim against its own
+passages. Per answer: the trust score and the same lexical score of the WHOLE answer against
+every passage the guard gathered (with the question) — the lexical baseline, computed from
+the guard's own evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from groundproxy.guards.decide import trust_score
+from groundproxy.guards.lexical_best import LexicalScorer
+from groundproxy.guards.stages import Verified
+from groundproxy.guards.types import ClaimResult
+
+SIGNALS_VERSION = 1
+CLAIM_FIELDS: tuple[str, ...] = (
+    "p_supported",
+    "raw_supported",
+    "raw_contradicted",
+    "supported",
+    "contradicted",
+    "unverifiable",
+    "rule_failed",
+    "n_evidence",
+    "best_retrieval",
+    "uncertainty",
+    "lex_claim",
+    "conflict",
+    "correction",
+    "mean_passage_supported",
+    "claim_words",
+)
+
+
+def answer_signals(verified: Verified, results: Sequence[ClaimResult]) -> dict[str, Any]:
+    """``{"claims": [[CLAIM_FIELDS…], …], "trust", "lex_answer", "lex_answer_alone" (without
+    the question), "n_passages", "answer_words"}``."""
+    q = verified.question if verified.question and verified.question.strip() else None
+    lexical = LexicalScorer()  # each text tokenized once (guards.lexical_best)
+    claims: list[list[float]] = []
+    passages: dict[str, None] = {}
+    for s, r in zip(verified.claims, results, strict=True):
+        texts = [e.text for e in s.evidence]
+        passages.update(dict.fromkeys(texts))
+        claims.append(
+            [
+                r.probs.supported,
+                max((p.supported for p in s.probs), default=0.0),
+                max((p.contradicted for p in s.probs), default=0.0),
+                float(r.verdict == "supported"),
+                float(r.verdict == "contradicted"),
+                float(r.verdict == "unverifiable"),
+                float(not s.rule.ok),
+                float(len(s.evidence)),
+                max((e.score for e in s.evidence), default=0.0),
+                r.uncertainty,
+                lexical.best(s.claim.text, texts, q),
+                float(s.conflict is not None),
+                float(s.correction_probs is not None),
+                sum(p.supported for p in s.probs) / len(s.probs) if s.probs else 0.0,
+                float(len(s.claim.text.split())),
+            ]
+        )
+    return {
+        "version": SIGNALS_VERSION,
+        "claims": claims,
+        "trust": trust_score(results),
+        "lex_answer": lexical.best(verified.answer, list(passages), q),
+        "lex_answer_alone": lexical.best(verified.answer, list(passages), None),
+        "n_passages": len(passages),
+        "answer_words": len(verified.answer.split()),
+    }
