@@ -9,13 +9,17 @@ serves nothing; a second pass repeats the same answers and gives the cache-hit f
 separately. Requests are interleaved (direct, plain, guarded) so machine noise hits all
 three alike. Prints p50/p90 latency and the guard's added time, per pass.
 
-    .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300]
+    .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300] [--index DIR]
+
+``--index`` copies a tenant index folder built from the same documents (e.g. bench.guard_stages
+``--data D`` → ``D/bench``) instead of ingesting them again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -57,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--docs", type=int, default=300)
+    ap.add_argument("--index", type=Path, default=None)
     args = ap.parse_args()
 
     from groundproxy.retrieval.embedder import load_embedder
@@ -68,12 +73,16 @@ def main() -> None:
     docs = _docs(args.docs)
     answers = distinct_answers(docs, args.n + 5)
     script.write_text(json.dumps(upstream_script(answers, ANSWER)), encoding="utf-8")
-    t0 = time.perf_counter()
-    res = ingest_texts(work / "data", "shared", docs, load_embedder())
-    print(
-        f"index: {len(docs)} documents, {res.chunks_added} chunks, "
-        f"built in {time.perf_counter() - t0:.1f} s"
-    )
+    if args.index is not None:
+        shutil.copytree(args.index, work / "data" / "shared")
+        print(f"index: copied from {args.index}")
+    else:
+        t0 = time.perf_counter()
+        res = ingest_texts(work / "data", "shared", docs, load_embedder())
+        print(
+            f"index: {len(docs)} documents, {res.chunks_added} chunks, "
+            f"built in {time.perf_counter() - t0:.1f} s"
+        )
 
     up_port, gp_port = free_port(), free_port()
     for tenant, guard in (("plain", False), ("guarded", True)):

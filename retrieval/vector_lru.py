@@ -27,6 +27,10 @@ class VectorLRU:
         self.hits = 0
         self.misses = 0
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def __len__(self) -> int:
         return len(self._items)
 
