@@ -99,7 +99,7 @@ def main() -> None:
         }
         (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
     upstream = start_fake_upstream(up_port, script)
-    proxy = start_proxy(gp_port, work / "policies", work / "data")
+    proxy = start_proxy(gp_port, work / "policies", work / "data", timeout_s=600)
     passes: dict[str, Times] = {}
     try:
         with httpx.Client(timeout=30) as http:
