@@ -4,6 +4,7 @@ stored vectors equal the live ones."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +67,9 @@ def test_every_evidence_sentence_is_stored_and_features_match_live(
 
     live_calls: list[list[str]] = []
 
-    def live(texts: object) -> npt.NDArray[np.float32]:
-        live_calls.append(list(texts))  # type: ignore[call-overload]
-        return minilm.encode(list(texts))  # type: ignore[call-overload]
+    def live(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        live_calls.append(list(texts))
+        return minilm.encode(list(texts))
 
     verifier = EmbedHeadVerifier("int8", embedder=minilm)
     stored = verifier.features(pairs)
