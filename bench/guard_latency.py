@@ -1,18 +1,25 @@
 """Guard latency: what the guard adds to a chat completion, measured through real processes.
 
-One run, side by side: a fake upstream that answers instantly with a 5-claim answer, one
-`groundproxy serve` process with two tenants on the same index of ~300 documents built from
+One run, side by side: a fake upstream that answers instantly, one `groundproxy serve`
+process with two tenants on the same index of ~300 documents built from
 ../shared/data/eval contexts — `plain` (guard off) and `guarded` (guard on) — and direct
-calls to the upstream. Requests are interleaved (direct, plain, guarded) so machine noise
-hits all three alike. Prints p50/p90 latency and the guard's added time.
+calls to the upstream. Every request gets a DISTINCT 5-claim answer (bench.answers: first
+sentences of other indexed documents, ~30 % with a wrong value), so the verdict cache
+serves nothing; a second pass repeats the same answers and gives the cache-hit figure
+separately. Requests are interleaved (direct, plain, guarded) so machine noise hits all
+three alike. Prints p50/p90 latency and the guard's added time, per pass.
 
-    .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300]
+    .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300] [--index DIR]
+
+``--index`` copies a tenant index folder built from the same documents (e.g. bench.guard_stages
+``--data D`` → ``D/bench``) instead of ingesting them again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -22,6 +29,7 @@ from typing import Any
 import httpx
 import yaml
 
+from bench.answers import distinct_answers, upstream_script
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
@@ -53,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--docs", type=int, default=300)
+    ap.add_argument("--index", type=Path, default=None)
     args = ap.parse_args()
 
     from groundproxy.retrieval.embedder import load_embedder
@@ -61,14 +70,19 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gp-bench-"))
     (work / "policies").mkdir()
     script = work / "script.json"
-    script.write_text(json.dumps({"default": ANSWER, "rules": []}), encoding="utf-8")
     docs = _docs(args.docs)
-    t0 = time.perf_counter()
-    res = ingest_texts(work / "data", "shared", docs, load_embedder())
-    print(
-        f"index: {len(docs)} documents, {res.chunks_added} chunks, "
-        f"built in {time.perf_counter() - t0:.1f} s"
-    )
+    answers = distinct_answers(docs, args.n + 5)
+    script.write_text(json.dumps(upstream_script(answers, ANSWER)), encoding="utf-8")
+    if args.index is not None:
+        shutil.copytree(args.index, work / "data" / "shared")
+        print(f"index: copied from {args.index}")
+    else:
+        t0 = time.perf_counter()
+        res = ingest_texts(work / "data", "shared", docs, load_embedder())
+        print(
+            f"index: {len(docs)} documents, {res.chunks_added} chunks, "
+            f"built in {time.perf_counter() - t0:.1f} s"
+        )
 
     up_port, gp_port = free_port(), free_port()
     for tenant, guard in (("plain", False), ("guarded", True)):
@@ -85,46 +99,62 @@ def main() -> None:
         }
         (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
     upstream = start_fake_upstream(up_port, script)
-    proxy = start_proxy(gp_port, work / "policies", work / "data")
-    body = {"model": "bench", "messages": [{"role": "user", "content": QUESTION}]}
-    times: dict[str, list[float]] = {"direct": [], "plain": [], "guarded": []}
-    guard_ms: list[float] = []
-    claims = 0
+    proxy = start_proxy(gp_port, work / "policies", work / "data", timeout_s=600)
+    passes: dict[str, Times] = {}
     try:
         with httpx.Client(timeout=30) as http:
-            targets = {
-                "direct": (f"http://127.0.0.1:{up_port}/v1/chat/completions", {}),
-                "plain": (
-                    f"http://127.0.0.1:{gp_port}/v1/chat/completions",
-                    {"authorization": "Bearer key-plain"},
-                ),
-                "guarded": (
-                    f"http://127.0.0.1:{gp_port}/v1/chat/completions",
-                    {"authorization": "Bearer key-guarded"},
-                ),
-            }
-            for i in range(args.n + 5):
-                for name, (url, headers) in targets.items():
-                    t = time.perf_counter()
-                    r = http.post(url, json=body, headers=headers)
-                    dt = (time.perf_counter() - t) * 1000
-                    if r.status_code != 200:
-                        raise RuntimeError(f"{name}: {r.status_code} {r.text[:300]}")
-                    if i >= 5:  # warm-up excluded
-                        times[name].append(dt)
-                        if name == "guarded":
-                            guard_ms.append(float(r.headers["x-groundproxy-latency-ms"]))
-                            claims = len(r.json()["groundproxy"]["claims"])
+            targets = _targets(up_port, gp_port)
+            for name in ("distinct", "repeat (cache hits)"):
+                passes[name] = _pass(http, targets, [a.question for a in answers])
     finally:
         stop_process(proxy)
         stop_process(upstream)
-    print(f"\n{args.n} requests each, interleaved; answer with {claims} claims; 2-core machine")
+    for name, times in passes.items():
+        _report(name, times, args.n)
+
+
+Times = dict[str, list[float]]
+Targets = dict[str, tuple[str, dict[str, str]]]
+
+
+def _targets(up_port: int, gp_port: int) -> Targets:
+    gp = f"http://127.0.0.1:{gp_port}/v1/chat/completions"
+    return {
+        "direct": (f"http://127.0.0.1:{up_port}/v1/chat/completions", {}),
+        "plain": (gp, {"authorization": "Bearer key-plain"}),
+        "guarded": (gp, {"authorization": "Bearer key-guarded"}),
+    }
+
+
+def _pass(http: httpx.Client, targets: Targets, questions: list[str]) -> Times:
+    """One request per question down every path (the first 5 rounds are warm-up)."""
+    times: Times = {"direct": [], "plain": [], "guarded": [], "guard time (header)": []}
+    for i, question in enumerate(questions):
+        body = {"model": "bench", "messages": [{"role": "user", "content": question}]}
+        for name, (url, headers) in targets.items():
+            t = time.perf_counter()
+            r = http.post(url, json=body, headers=headers)
+            dt = (time.perf_counter() - t) * 1000
+            if r.status_code != 200:
+                raise RuntimeError(f"{name}: {r.status_code} {r.text[:300]}")
+            if i >= 5:  # warm-up excluded
+                times[name].append(dt)
+                if name == "guarded":
+                    times["guard time (header)"].append(
+                        float(r.headers["x-groundproxy-latency-ms"])
+                    )
+                    times.setdefault("claims", []).append(
+                        float(len(r.json()["groundproxy"]["claims"]))
+                    )
+    return times
+
+
+def _report(name: str, times: Times, n: int) -> None:
+    claims = statistics.median(times.pop("claims", [0]))
+    print(f"\n[{name}] {n} requests per path, interleaved; median {claims:.0f} claims/answer")
     print(f"{'path':<22}{'p50 ms':>9}{'p90 ms':>9}")
-    for name, xs in times.items():
-        print(f"{name:<22}{statistics.median(xs):>9.1f}{_pct(xs, 90):>9.1f}")
-    print(
-        f"{'guard time (header)':<22}{statistics.median(guard_ms):>9.1f}{_pct(guard_ms, 90):>9.1f}"
-    )
+    for path, xs in times.items():
+        print(f"{path:<22}{statistics.median(xs):>9.1f}{_pct(xs, 90):>9.1f}")
     added = [g - p for g, p in zip(times["guarded"], times["plain"], strict=True)]
     print(f"{'guarded − plain':<22}{statistics.median(added):>9.1f}{_pct(added, 90):>9.1f}")
     proxy_cost = [p - d for p, d in zip(times["plain"], times["direct"], strict=True)]

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from bench.answers import Answer, distinct_answers, upstream_script
 from groundproxy.guards.types import Embedder
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
@@ -42,12 +43,19 @@ FILLER_MARK = "[synthetic filler]"
 INDEX = "bench"
 
 
-def body(stream: bool = False, model: str = "bench") -> dict[str, Any]:
+def body(stream: bool = False, model: str = "bench", question: str = QUESTION) -> dict[str, Any]:
     return {
         "model": model,
         "stream": stream,
-        "messages": [{"role": "user", "content": QUESTION}],
+        "messages": [{"role": "user", "content": question}],
     }
+
+
+def index_answers(info: dict[str, Any], n: int) -> list[Answer]:
+    """``n`` distinct answers (bench.answers) from the real documents of the index
+    :func:`build_index` described; :func:`start_stack` puts them in the upstream script."""
+    docs = real_contexts()[: int(info["real_documents"])]
+    return distinct_answers(docs, n)
 
 
 # ---------------------------------------------------------------- index
@@ -165,10 +173,12 @@ def write_policies(folder: Path, upstream_port: int) -> dict[str, str]:
     return keys
 
 
-def start_upstream(work: Path) -> tuple[int, subprocess.Popen[bytes]]:
+def start_upstream(
+    work: Path, answers: Sequence[Answer] = ()
+) -> tuple[int, subprocess.Popen[bytes]]:
     port = free_port()
     script = work / "script.json"
-    script.write_text(json.dumps({"default": ANSWER, "rules": []}), encoding="utf-8")
+    script.write_text(json.dumps(upstream_script(answers, ANSWER)), encoding="utf-8")
     return port, start_fake_upstream(port, script)
 
 
@@ -201,12 +211,13 @@ class Stack:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def start_stack(cache: Path, prefix: str) -> Stack:
-    """Start the upstream and groundproxy; the caller closes the stack (also on failure)."""
+def start_stack(cache: Path, prefix: str, answers: Sequence[Answer] = ()) -> Stack:
+    """Start the upstream (answering ``answers`` to their questions, else the one fixed
+    ANSWER) and groundproxy; the caller closes the stack (also on failure)."""
     stack = Stack(Path(tempfile.mkdtemp(prefix=prefix)))
     try:
         shutil.copytree(cache / "data", stack.work / "data")
-        stack.up_port, up = start_upstream(stack.work)
+        stack.up_port, up = start_upstream(stack.work, answers)
         stack.procs.append(up)
         stack.keys = write_policies(stack.work / "policies", stack.up_port)
         stack.gp_port, gp = start_groundproxy(stack.work, stack.work / "data")
@@ -345,13 +356,13 @@ async def one_request(
 async def run_load(
     client: httpx.AsyncClient,
     target: Target,
-    payload: dict[str, Any],
+    payload: dict[str, Any] | Callable[[int], dict[str, Any]],
     concurrency: int,
     max_requests: int,
     time_cap_s: float,
 ) -> PhaseResult:
     """``concurrency`` workers send requests back to back until ``max_requests`` were sent
-    or ``time_cap_s`` passed."""
+    or ``time_cap_s`` passed; ``payload`` may be a function of the request's number."""
     out = PhaseResult()
     sent = 0
     deadline = time.perf_counter() + time_cap_s
@@ -360,7 +371,8 @@ async def run_load(
         nonlocal sent
         while sent < max_requests and time.perf_counter() < deadline:
             sent += 1
-            await one_request(client, target, payload, out)
+            this = payload(sent - 1) if callable(payload) else payload
+            await one_request(client, target, this, out)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))

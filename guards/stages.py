@@ -122,12 +122,12 @@ def verify(
         owners: list[tuple[int, int]] = []  # (claim index, evidence index or -1 = correction)
         for i, (claim, ev) in enumerate(zip(claims, evidence, strict=True)):
             for j, e in enumerate(ev):
-                pairs.append(Pair(claim=claim.text, evidence=e.text, question=question))
+                pairs.append(Pair(claim.text, e.text, question, vectors=e.sentences))
                 owners.append((i, j))
             rule = rules[i]
             if rule.correction is not None and rule.evidence_index is not None:
-                source = ev[rule.evidence_index].text
-                pairs.append(Pair(claim=rule.correction, evidence=source, question=question))
+                source = ev[rule.evidence_index]
+                pairs.append(Pair(rule.correction, source.text, question, vectors=source.sentences))
                 owners.append((i, -1))
         scored = _score(verifier, pairs, halt)
     except GroundproxyError:

@@ -46,6 +46,8 @@ class Evidence:
     content_hash: str = ""
     index_version: int = 0
     source: Literal["index", "request"] = "index"
+    # the stored vectors of the index's evidence sentences (None: embedded live)
+    sentences: SentenceVectors | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class Pair:
     claim: str
     evidence: str
     question: str | None = None
+    # where the evidence's sentence vectors may already be (the index's, from ingest)
+    vectors: SentenceVectors | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -161,6 +165,16 @@ class Embedder(Protocol):
     name: str
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class SentenceVectors(Protocol):
+    """Unit vectors of evidence sentences embedded ahead of time (at ingest), found by their
+    exact text; ``embedder`` names the model that made them."""
+
+    @property
+    def embedder(self) -> str: ...
+
+    def lookup(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32] | None]: ...
 
 
 class EvidenceSource(Protocol):

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder, Pair, Probs
 from groundproxy.models.features import N_FEATURES, featurize
+from groundproxy.models.stored_encode import stored_first, stores_of
 from groundproxy.retrieval.embedder import MINILM_DIM, MINILM_NAME
 
 MODEL_DIR = Path(__file__).resolve().parent / "embedhead"
@@ -112,7 +113,10 @@ class EmbedHeadVerifier:
         self._lock = threading.Lock()
 
     def features(self, pairs: Sequence[Pair]) -> npt.NDArray[np.float32]:
-        return featurize([(p.claim, p.evidence) for p in pairs], self._embedder.encode)
+        """Feature rows; evidence sentences the index stored at ingest are not embedded
+        again (models.stored_encode), the rest go to the embedder in one call."""
+        encode = stored_first(self._embedder.encode, stores_of(pairs, EMBEDDER_NAME))
+        return featurize([(p.claim, p.evidence) for p in pairs], encode)
 
     def probabilities(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         if len(features) == 0:

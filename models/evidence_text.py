@@ -1,6 +1,8 @@
 """Evidence text for the ``embedhead`` features (models.features) and the cross-encoder
 windows (models.ce_window): sentences, words, content words, and the lexical pre-ranking
-that keeps at most ``MAX_CANDIDATES`` evidence sentences per claim."""
+that keeps at most ``MAX_CANDIDATES`` evidence sentences per claim. The sentence splitter
+itself lives in :mod:`retrieval.sentence_split` (ingest stores the vectors of the very
+sentences it gives; re-exported here)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,29 @@ import math
 import re
 from collections.abc import Sequence
 
+from groundproxy.retrieval.sentence_split import (
+    MAX_SENTENCE_CHARS,
+    evidence_sentences,
+    split_sentences,
+)
+
 MAX_CANDIDATES = 6
-MAX_SENTENCE_CHARS = 400
 MAX_CLAIM_CHARS = 1200
 
-_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'”’)]))\s+(?=[\"'“‘(\[]?[A-Z0-9])|\s*\n\s*")
-_ABBREV = re.compile(
-    r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|Gen|Col|Sgt|Lt|Capt|Gov|Sen|Rep|Rev|Inc|Co|Corp|Ltd|"
-    r"No|vs|etc|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)|\b[A-Z])\.$"
-)
-_ALNUM = re.compile(r"\w")
+__all__ = [
+    "MAX_CANDIDATES",
+    "MAX_CLAIM_CHARS",
+    "MAX_SENTENCE_CHARS",
+    "STOPWORDS",
+    "candidate_sentences",
+    "clip_claim",
+    "content_words",
+    "evidence_candidates",
+    "evidence_sentences",
+    "split_sentences",
+    "words",
+]
+
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.,'][A-Za-z0-9]+)*")
 STOPWORDS = frozenset(
     [
@@ -158,32 +173,6 @@ STOPWORDS = frozenset(
 )
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (regex on end punctuation + capital, and on newlines).
-
-    Over-long sentences are cut at whitespace into pieces of ≤ ``MAX_SENTENCE_CHARS``;
-    pieces without a letter or digit are dropped.
-    """
-    merged: list[str] = []
-    for raw in _SPLIT.split(text):
-        if merged and _ABBREV.search(merged[-1]):
-            merged[-1] = merged[-1] + " " + raw.strip()
-        else:
-            merged.append(raw.strip())
-    out: list[str] = []
-    for piece in merged:
-        while len(piece) > MAX_SENTENCE_CHARS:
-            cut = piece.rfind(" ", MAX_SENTENCE_CHARS // 2, MAX_SENTENCE_CHARS)
-            if cut <= 0:
-                cut = MAX_SENTENCE_CHARS
-            head, piece = piece[:cut].strip(), piece[cut:].strip()
-            if _ALNUM.search(head):
-                out.append(head)
-        if piece and _ALNUM.search(piece):
-            out.append(piece)
-    return out
-
-
 def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
@@ -224,7 +213,5 @@ def candidate_sentences(claim: str, sentences: Sequence[str]) -> list[str]:
 
 def evidence_candidates(claim: str, evidence: str) -> tuple[list[str], int]:
     """Candidate evidence sentences for ``claim`` and the evidence's sentence count."""
-    sentences = split_sentences(evidence)
-    if not sentences and evidence.strip():
-        sentences = [evidence.strip()[:MAX_SENTENCE_CHARS]]
+    sentences = evidence_sentences(evidence)
     return candidate_sentences(claim, sentences), len(sentences)

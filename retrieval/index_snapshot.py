@@ -21,6 +21,7 @@ from groundproxy.retrieval.generations import (
     verify_generation,
 )
 from groundproxy.retrieval.names import validate_doc_id, validate_tenant
+from groundproxy.retrieval.sentence_vectors import StoredSentenceVectors
 from groundproxy.retrieval.snapshot_base import SnapshotBase, query_matrix
 from groundproxy.retrieval.vector_index import HnswVectorIndex, VectorIndex
 
@@ -41,12 +42,15 @@ class TenantIndex(SnapshotBase):
         meta: Meta | None = None,
         vectors: VectorIndex | None = None,
         store: ChunkStore | None = None,
+        sentences: StoredSentenceVectors | None = None,
     ) -> None:
         self._tenant = tenant
         self._pointer = pointer
         self._meta = meta
         self._vectors = vectors
         self._store = store
+        # the verifier's evidence sentences embedded at ingest (retrieval.sentence_vectors)
+        self.sentences = sentences
 
     @classmethod
     def open(cls, data_dir: Path, tenant: str, *, embedder: Embedder | None = None) -> TenantIndex:
@@ -98,7 +102,12 @@ class TenantIndex(SnapshotBase):
                 f"tenant {tenant!r}: {gen_dir} is inconsistent ({vectors.count} vectors, "
                 f"{store.count_chunks()} chunks, meta.json says {meta.count})"
             )
-        return cls(tenant, pointer, meta, vectors, store)
+        try:
+            sentences = StoredSentenceVectors.load(gen_dir)
+        except IndexStoreError as exc:
+            store.close()
+            raise IndexStoreError(f"tenant {tenant!r}: {exc.message}") from exc
+        return cls(tenant, pointer, meta, vectors, store, sentences)
 
     @property
     def version(self) -> int:
@@ -141,6 +150,7 @@ class TenantIndex(SnapshotBase):
             content_hash=record.content_hash,
             index_version=self.version,
             source="index",
+            sentences=self.sentences,
         )
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:

@@ -40,6 +40,7 @@ import numpy.typing as npt
 from groundproxy.errors import ModelLoadError
 from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
+from groundproxy.retrieval.vector_lru import DEFAULT_SIZE, VectorLRU
 
 Variant = Literal["fp32", "int8"]
 VARIANT_NAMES: dict[str, str] = {"fp32": MINILM_NAME, "int8": f"{MINILM_NAME}-int8"}
@@ -201,8 +202,12 @@ class OnnxEmbedder:
         cache: Path | None = None,
         threads: int | None = None,
         batch_size: int = 64,
+        lru_size: int = DEFAULT_SIZE,
     ) -> None:
         src = source or model_path()
+        # vectors made recently, by text: a claim embedded for the index search is not
+        # embedded again by the verifier (retrieval.vector_lru)
+        self.lru = VectorLRU(lru_size)
         self.variant = variant
         self.name = VARIANT_NAMES[variant]
         self.dim = MINILM_DIM
@@ -228,7 +233,11 @@ class OnnxEmbedder:
             raise ModelLoadError(f"cannot load the ONNX embedder {self.model_file}: {exc}") from exc
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed ``texts`` into an (n, dim) float32 array of unit vectors."""
+        """Embed ``texts`` into an (n, dim) float32 array of unit vectors (recent ones from
+        the LRU)."""
+        return self.lru.encode(list(texts), self.dim, self._encode_all)
+
+    def _encode_all(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         items = list(texts)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:

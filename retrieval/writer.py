@@ -46,6 +46,11 @@ from groundproxy.retrieval.generations import (
     verify_generation,
     write_meta,
 )
+from groundproxy.retrieval.sentence_vectors import (
+    SentenceVectorWriter,
+    StoredSentenceVectors,
+    stores_sentences,
+)
 from groundproxy.retrieval.vector_index import HnswVectorIndex
 from groundproxy.retrieval.writer_base import (
     CHUNK_HASH_CHARS,
@@ -124,6 +129,12 @@ class IndexWriter(WriterBase):
             self._next_label = base_meta.next_label
         elif emb is not None:
             self._vectors = HnswVectorIndex(emb.dim)
+        self._sentences: SentenceVectorWriter | None = None
+        if self._vectors is not None and stores_sentences(self._embedder_name, self._vectors.dim):
+            base = None
+            if self._base is not None:
+                base = StoredSentenceVectors.load(self._dir / self._base.generation)
+            self._sentences = SentenceVectorWriter(self._embedder_name, self._vectors.dim, base)
         self._store = ChunkStore.open_writable(self._work / CHUNKS_FILE)
         self._next_label = max(self._next_label, self._store.max_label() + 1)
         self._version = (self._base.version if self._base else 0) + 1
@@ -187,6 +198,8 @@ class IndexWriter(WriterBase):
             batch = items[i : i + self._batch_chunks]
             vectors = self._encode([text for _, text in batch], self._vectors.dim)
             self._vectors.add([label for label, _ in batch], vectors)
+            if self._sentences is not None:  # the verifier's evidence sentences, stored
+                self._sentences.add([text for _, text in batch], self._embedder.encode)
             if self.on_embedded is not None:
                 self.on_embedded(len(batch))
         self._pending.clear()
@@ -239,6 +252,8 @@ class IndexWriter(WriterBase):
             created_at=time.time(),
         )
         write_meta(self._work, meta)
+        if self._sentences is not None:
+            self._sentences.save(self._work)
         for name in (INDEX_FILE, CHUNKS_FILE, META_FILE):
             fsync_file(self._work / name)
         fsync_dir(self._work)

@@ -1,0 +1,155 @@
+"""Stored sentence vectors: the ``embedhead`` verifier's evidence sentences, embedded at ingest.
+
+At request time the verifier embeds the claim and up to six sentences of every evidence
+window (models.features). Those sentences come from the index's chunks, so ingest embeds
+them once instead: for each chunk, the sentences :func:`retrieval.sentence_split.
+evidence_sentences` gives for the chunk and for each of its sentence windows
+(guards.context.sentence_windows, the evidence the guard hands the verifier). They are
+stored next to the generation's index, keyed by a 64-bit hash of the exact text::
+
+    gen-000007/sentences.keys.npy      uint64, sorted
+    gen-000007/sentences.vectors.npy   float32 (n, dim), unit vectors, row i ↔ key i
+    gen-000007/sentences.json          {"embedder", "dim", "count"}
+
+written in the writer's private copy, so they are published with the generation by its one
+atomic rename, and loaded read-only (the vectors memory-mapped: workers share the pages).
+Only an index built with the verifier's backbone (all-MiniLM-L6-v2) gets them; a sentence
+not found (request context, an index without the files, the Postgres backend) is embedded
+live by the verifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from groundproxy.errors import IndexStoreError
+from groundproxy.guards.context import sentence_windows
+from groundproxy.retrieval.fsutil import fsync_file, write_durable
+from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME
+from groundproxy.retrieval.sentence_split import evidence_sentences
+
+KEYS_FILE = "sentences.keys.npy"
+VECTORS_FILE = "sentences.vectors.npy"
+INFO_FILE = "sentences.json"
+FILES = (KEYS_FILE, VECTORS_FILE, INFO_FILE)
+Vectors = npt.NDArray[np.float32]
+
+
+def sentence_key(text: str) -> int:
+    """The 64-bit key of one sentence (blake2b of its UTF-8 text)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _keys(texts: Iterable[str]) -> npt.NDArray[np.uint64]:
+    return np.fromiter((sentence_key(t) for t in texts), dtype=np.uint64)
+
+
+def chunk_sentences(chunk: str) -> list[str]:
+    """Every sentence the verifier can be given from ``chunk`` (distinct, in order)."""
+    out = dict.fromkeys(evidence_sentences(chunk))
+    for _, (s, e) in sentence_windows(chunk):
+        out.update(dict.fromkeys(evidence_sentences(chunk[s:e])))
+    return list(out)
+
+
+def stores_sentences(embedder_name: str, dim: int) -> bool:
+    """Are an index's vectors the verifier's backbone's (so its sentences are stored)?"""
+    return embedder_name == MINILM_NAME and dim == MINILM_DIM
+
+
+class StoredSentenceVectors:
+    """A generation's stored sentence vectors (read-only); the guard's ``SentenceVectors``."""
+
+    def __init__(self, embedder: str, keys: npt.NDArray[np.uint64], vectors: Vectors) -> None:
+        self.embedder = embedder
+        self._keys = keys
+        self._vectors = vectors
+
+    @property
+    def count(self) -> int:
+        return int(self._keys.shape[0])
+
+    @classmethod
+    def load(cls, gen_dir: Path) -> StoredSentenceVectors | None:
+        """The generation's vectors, or None when it has none (or they do not match)."""
+        if not (gen_dir / INFO_FILE).exists():
+            return None
+        try:
+            info = json.loads((gen_dir / INFO_FILE).read_text(encoding="utf-8"))
+            keys = np.load(gen_dir / KEYS_FILE)
+            vectors = np.load(gen_dir / VECTORS_FILE, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise IndexStoreError(f"cannot read the sentence vectors in {gen_dir}: {exc}") from exc
+        n, dim = int(info.get("count", -1)), int(info.get("dim", -1))
+        if keys.shape != (n,) or vectors.shape != (n, dim) or keys.dtype != np.uint64:
+            raise IndexStoreError(f"the sentence vectors in {gen_dir} are inconsistent")
+        return cls(str(info.get("embedder", "")), keys, vectors)
+
+    def lookup(self, texts: Sequence[str]) -> list[Vectors | None]:
+        """The stored vector of each text (None where it has none)."""
+        if not texts or self.count == 0:
+            return [None] * len(texts)
+        wanted = _keys(texts)
+        pos = np.minimum(np.searchsorted(self._keys, wanted), self.count - 1)
+        found = self._keys[pos] == wanted
+        return [
+            np.asarray(self._vectors[int(p)], dtype=np.float32) if ok else None
+            for p, ok in zip(pos, found, strict=True)
+        ]
+
+
+class SentenceVectorWriter:
+    """Collects the sentence vectors of a writer's new chunks; saves the merged set."""
+
+    def __init__(self, embedder: str, dim: int, base: StoredSentenceVectors | None) -> None:
+        self.embedder = embedder
+        self.dim = dim
+        self._base = base if base is not None and base.embedder == embedder else None
+        self._known: set[int] = set()
+        self._new_keys: list[npt.NDArray[np.uint64]] = []
+        self._new_vectors: list[Vectors] = []
+        self.embedded = 0
+
+    def add(self, chunks: Sequence[str], encode: Callable[[list[str]], Vectors]) -> None:
+        """Embed (one ``encode`` call) the sentences of ``chunks`` not stored yet."""
+        todo: dict[int, str] = {}
+        for chunk in chunks:
+            for s in chunk_sentences(chunk):
+                k = sentence_key(s)
+                if k not in self._known and k not in todo:
+                    todo[k] = s
+        if self._base is not None and todo:
+            stored = self._base.lookup(list(todo.values()))
+            todo = {k: s for (k, s), v in zip(todo.items(), stored, strict=True) if v is None}
+        if not todo:
+            return
+        vectors = np.asarray(encode(list(todo.values())), dtype=np.float32)
+        if vectors.shape != (len(todo), self.dim):
+            raise IndexStoreError(f"sentence vectors of shape {vectors.shape}, not (n, {self.dim})")
+        self._known.update(todo)
+        self._new_keys.append(np.fromiter(todo, dtype=np.uint64))
+        self._new_vectors.append(vectors)
+        self.embedded += len(todo)
+
+    def save(self, gen_dir: Path) -> None:
+        """Write the base's vectors plus the new ones (sorted, distinct) into ``gen_dir``.
+
+        Sentences of deleted chunks stay (harmless: found only by their exact text)."""
+        keys = [self._base._keys] if self._base is not None else []
+        vecs = [np.asarray(self._base._vectors)] if self._base is not None else []
+        all_keys = np.concatenate([*keys, *self._new_keys]).astype(np.uint64)
+        all_vecs = np.concatenate([*vecs, *self._new_vectors]).astype(np.float32)
+        all_vecs = all_vecs.reshape(len(all_keys), self.dim)
+        all_keys, first = np.unique(all_keys, return_index=True)  # sorted
+        for name, array in ((KEYS_FILE, all_keys), (VECTORS_FILE, all_vecs[first])):
+            with (gen_dir / name).open("wb") as f:
+                np.save(f, array)
+            fsync_file(gen_dir / name)
+        info = {"embedder": self.embedder, "dim": self.dim, "count": len(all_keys)}
+        write_durable(gen_dir / INFO_FILE, json.dumps(info).encode("utf-8"))
