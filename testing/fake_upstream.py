@@ -13,7 +13,7 @@ Model names switch on failure modes for tests:
 
 - ``fail-500`` → HTTP 500 with an OpenAI error body
 - ``fail-400`` → HTTP 400
-- ``slow-<seconds>`` → sleeps before answering
+- ``slow-<seconds>`` → sleeps before answering (``/v1/completions`` too)
 - ``bad-json`` → a 200 whose body is not JSON (also to a streamed request)
 - ``echo-key`` → HTTP 401 whose message echoes the ``Authorization`` header it received
   (and another key-shaped string), as some providers do
@@ -233,6 +233,10 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         body = await request.json()
         state["last"], state["headers"] = body, dict(request.headers)
         model = str(body.get("model", ""))
+        if model.startswith("slow-") and not await _sleep_unless_disconnected(
+            request, float(model.removeprefix("slow-"))
+        ):
+            return Response(status_code=499)
         prompt = body.get("prompt", "")
         prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
         answer = pick_answer(script, {"messages": [{"role": "user", "content": prompt}]}, default)
