@@ -224,7 +224,7 @@ def main() -> None:
     try:
         script, policies, data = _setup(tmp, up_port)
         upstream = p.start_fake_upstream(up_port, script, log_path=tmp / "upstream.log")
-        proxy = p.start_proxy(gp_port, policies, data, log_path=tmp / "proxy.log")
+        proxy = p.start_proxy(gp_port, policies, data, log_path=tmp / "proxy.log", timeout_s=900)
         base = f"http://127.0.0.1:{gp_port}"
         probe = asyncio.run(_load(base, 8, a.probe_s, 1e9, ["queue"]))["queue"]
         # verified answers/s (an unverified one was not guarded in time)
