@@ -158,7 +158,7 @@ async def _load(
     counter = iter(range(10**9))
 
     async def worker(w: int) -> None:
-        await asyncio.sleep(random.random() * interval)
+        await asyncio.sleep(random.random() * min(interval, 5.0))  # staggered start
         while time.perf_counter() < end:
             t = time.perf_counter()
             i = next(counter)
@@ -227,8 +227,8 @@ def main() -> None:
         proxy = p.start_proxy(gp_port, policies, data, log_path=tmp / "proxy.log", timeout_s=900)
         base = f"http://127.0.0.1:{gp_port}"
         probe = asyncio.run(_load(base, 8, a.probe_s, 1e9, ["queue"]))["queue"]
-        # verified answers/s (an unverified one was not guarded in time)
-        capacity = max(probe.ok - probe.unverified, 1) / a.probe_s
+        # answers/s the server sustained (verified or, past the budget, unverified)
+        capacity = max(probe.ok, 1) / a.probe_s
         rate = a.factor * capacity
         tallies, health, rss, wall = asyncio.run(_overload(base, proxy.pid, a, rate))
         ready = httpx.get(f"{base}/readyz", timeout=10).status_code
@@ -253,7 +253,7 @@ def write(
         f"bench/overload.py — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"{os.cpu_count()} CPU cores, SHARED with other jobs (load average at end: "
         f"{os.getloadavg()[0]:.1f}); one serve process; real ONNX embedder; sample docs index",
-        f"capacity probe: {capacity:.2f} verified answers/s (8 closed-loop clients, "
+        f"capacity probe: {capacity:.2f} answers/s (8 closed-loop clients, "
         f"{a.probe_s:.0f} s, {probe.ok} answers, {probe.unverified} unverified, "
         f"{probe.errors} errors); offered {rate:.2f} req/s "
         f"({a.factor:.0f}x) from {a.clients} clients for {wall:.0f} s",
