@@ -20,7 +20,6 @@ import asyncio
 import json
 import re
 import weakref
-from typing import Any
 
 import httpx
 
@@ -67,16 +66,16 @@ class BoundedErrorTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, limit: int = ERROR_BODY_LIMIT) -> None:
         self.limit = limit
-        self._inner: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._inner: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx.AsyncBaseTransport
+        ] = weakref.WeakKeyDictionary()
 
     def _transport(self) -> httpx.AsyncBaseTransport:
         loop = asyncio.get_running_loop()
         inner = self._inner.get(loop)
         if inner is None:
             inner = self._inner[loop] = _litellm_transport()
-        return inner  # type: ignore[no-any-return]
+        return inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._transport().handle_async_request(request)
