@@ -7,7 +7,9 @@ Three tenants on one index, the default 800 ms budget, half the requests sentenc
 - ``blockq``: ``on_guard_error: block`` + ``on_overload: queue`` — goal: 0 unverified answers
   (a late or failed guard refuses; refusals are counted, never passed on);
 - ``queue``: ``on_overload: queue`` — goal: <= 1 % unverified;
-- ``reject``: ``on_overload: reject`` — declared 429 ``guard_overloaded`` + ``retry-after``.
+- ``reject``: ``on_overload: reject`` — declared 429 ``guard_overloaded`` + ``retry-after``
+  (a sentence-mode stream already answering may end in an SSE ``guard_overloaded`` error
+  event instead: counted as declared too).
 
 Answers are distinct (2,000 scripted answers, 3 claims each, figures varied) so the verdict
 cache does not serve them. Capacity is measured first (8 closed-loop clients on ``queue``,
@@ -113,6 +115,8 @@ def _verdict(resp: httpx.Response, stream: bool) -> dict[str, Any]:
         if line.startswith("data: {"):
             event = json.loads(line[6:])
             if "error" in event:
+                if event["error"].get("code") == "guard_overloaded":
+                    return {"overloaded": True}  # declared: a later segment was refused
                 raise ValueError(f"SSE error event: {event['error']}")
             verdict = event.get("groundproxy", verdict)
     return verdict
@@ -139,6 +143,9 @@ async def _one(c: httpx.AsyncClient, tenant: str, i: int, tally: Tally) -> None:
         verdict = _verdict(resp, stream)
     except Exception as exc:  # counted, the run goes on
         tally.error(f"{type(exc).__name__}: {exc}")
+        return
+    if verdict.get("overloaded"):  # in-stream guard_overloaded event (sentence mode)
+        tally.declared_429 += 1
         return
     tally.ok += 1
     tally.latencies_ms.append((time.perf_counter() - t) * 1000)
