@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 
@@ -17,7 +18,7 @@ from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.forwarding import ForwardHeadersMiddleware, header_names
 from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.headers import EXPOSED_HEADERS
-from groundproxy.proxy.metrics import MetricsMiddleware
+from groundproxy.proxy.metrics import MetricsMiddleware, rss_bytes
 from groundproxy.proxy.middleware import RequestIdMiddleware
 from groundproxy.proxy.routes import (
     admin,
@@ -117,11 +118,27 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             log.error("startup_failed", error=exc.message)
             raise
         state.ready = True
-        log.info("ready", tenants=len(state.policies.tenants()), errors=len(state.load_errors))
+        log.info(
+            "ready",
+            tenants=len(state.policies.tenants()),
+            errors=len(state.load_errors),
+            pid=os.getpid(),
+            rss_mb=round(rss_bytes() / 2**20, 1),  # memory per worker (serve --workers N)
+        )
         try:
             yield
         finally:
             state.ready = False
+
+
+def create_app_from_env() -> FastAPI:
+    """The app of one ``serve --workers N`` worker: settings from ``GROUNDPROXY_*`` (which
+    :func:`proxy.serve.serve` set from the command line before starting the workers)."""
+    from groundproxy.proxy.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -152,7 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ForwardHeadersMiddleware, allow=allow)
     # inside RequestIdMiddleware: sees the tenant
     app.add_middleware(MetricsMiddleware, metrics=app.state.gp.metrics)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestIdMiddleware, worker_header=settings.workers > 1)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # CORS is off unless the deployment names origins; outermost (preflights)
         app.add_middleware(

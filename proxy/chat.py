@@ -18,6 +18,7 @@ from groundproxy.proxy.json_answer import guard_json
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.openai_shape import shape_completion
 from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.stream_pacing import within_deadline
 from groundproxy.proxy.traces import TraceRequest, record_step
 from groundproxy.proxy.upstream import Upstream, resolve_model
 
@@ -51,14 +52,19 @@ async def guarded_completion(
     request_id: str,
     stream_upstream: bool = False,
     trace: TraceRequest | None = None,
+    deadline: bool = False,
 ) -> GuardedCompletion:
-    """Call the upstream, guard every choice's text, and rewrite the body per the policy."""
+    """Call the upstream, guard every choice's text, and rewrite the body per the policy.
+
+    A streamed upstream (or ``deadline``: the client asked for a stream) must answer
+    within the policy's ``stream_deadline_ms`` (proxy.stream_pacing)."""
     policy = loaded.policy
     model = resolve_model(policy.upstream, req.model)
     messages = [m.model_dump(exclude_none=True) for m in req.messages]
-    answer = await upstream.complete(
+    call = upstream.complete(
         policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
     )
+    answer = await (within_deadline(policy, call) if stream_upstream or deadline else call)
     metrics.observe_upstream(policy.tenant, answer.seconds, answer.completion.usage)
     body = answer.body
     body["model"] = req.model

@@ -34,7 +34,7 @@ def _add_folders(p: argparse.ArgumentParser, *flags: str) -> None:
 
 def _settings(args: argparse.Namespace) -> Settings:
     """The settings, with the flags this command was given (those not None) on top."""
-    flags = ("host", "port", "policies", "data", "log_level", "models_dir")
+    flags = ("host", "port", "policies", "data", "log_level", "models_dir", "workers")
     given = {name: getattr(args, name) for name in flags if getattr(args, name, None) is not None}
     try:
         return Settings(**given)
@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=None, help="default $GROUNDPROXY_PORT, then 8080")
     _add_folders(p, "policies", "data")
     p.add_argument("--log-level", default=None, help="default $GROUNDPROXY_LOG_LEVEL, then info")
+    p.add_argument(
+        "--workers", type=int, default=None, help="processes (default $GROUNDPROXY_WORKERS, then 1)"
+    )
 
     p = sub.add_parser("ingest", help="add or replace documents in a tenant's index")
     _add_folders(p, "data")

@@ -28,6 +28,7 @@ answers or keys.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -129,12 +130,34 @@ class _CacheCollector(Collector):
         return [hits, misses, ratio, size]
 
 
+def rss_bytes() -> int:
+    """This process's resident memory (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class _WorkerCollector(Collector):
+    """``groundproxy_worker_rss_bytes{pid}``: which worker answered the scrape (``serve
+    --workers N``: each process keeps its own counters) and its memory."""
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        rss = GaugeMetricFamily(
+            "groundproxy_worker_rss_bytes", "resident memory of this worker", labels=["pid"]
+        )
+        rss.add_metric([str(os.getpid())], float(rss_bytes()))
+        return [rss]
+
+
 class Metrics:
     """The app's metrics: made by ``create_app`` (``AppState.metrics``), passed to who records."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        r.register(_WorkerCollector())
         self.requests = Counter(
             "groundproxy_requests", "HTTP requests", ["tenant", "route", "status"], registry=r
         )

@@ -1,4 +1,5 @@
-"""Pure-ASGI middleware: request id in contextvars and echoed as ``x-request-id``.
+"""Pure-ASGI middleware: request id in contextvars and echoed as ``x-request-id`` (and,
+with ``serve --workers N``, the answering process as ``x-groundproxy-worker``).
 
 It is also the last line of defence: an exception no handler turned into a response
 becomes an OpenAI-shaped 500 carrying the request id, logged as one line (no traceback,
@@ -11,6 +12,7 @@ traceback reached the log.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 
@@ -32,8 +34,11 @@ _INTERNAL = json.dumps(
 
 
 class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    """``worker_header``: also send ``x-groundproxy-worker: <pid>`` (``serve --workers N``)."""
+
+    def __init__(self, app: ASGIApp, worker_header: bool = False) -> None:
         self.app = app
+        self.worker = str(os.getpid()).encode() if worker_header else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,6 +62,8 @@ class RequestIdMiddleware:
                 started = True
                 headers = [(k, v) for k, v in message.get("headers", []) if k != b"x-request-id"]
                 headers.append((b"x-request-id", request_id.encode("latin-1")))
+                if self.worker is not None:
+                    headers.append((b"x-groundproxy-worker", self.worker))
                 message["headers"] = headers
             await send(message)
 

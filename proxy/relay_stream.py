@@ -10,8 +10,9 @@ answer, 8.7 s, instead of 0.5 s). The contract of an unguarded answer is kept:
   request ids, and ``x-groundproxy-stream: relay``;
 - the last event before ``[DONE]`` carries the ``groundproxy`` object of the unverified
   report (claims marked ``unverified``, "guard disabled by policy");
-- an upstream failure after the first byte: an OpenAI-shaped ``{"error": {...}}`` event,
-  then ``[DONE]``; a client that disconnects closes the upstream stream.
+- an upstream failure after the first byte, or the policy's ``stream_deadline_ms`` passed
+  (proxy.stream_pacing): an OpenAI-shaped ``{"error": {...}}`` event, then ``[DONE]``; a
+  client that disconnects closes the upstream stream.
 
 Tool-call and function-call deltas, logprobs and the fingerprint are relayed as they come;
 ``stream_options.include_usage`` gets the usage in a final ``choices: []`` chunk. Requests
@@ -34,6 +35,7 @@ from groundproxy.proxy.guarding import off_loop
 from groundproxy.proxy.openai_shape import wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.sse import ChunkWriter, sse
+from groundproxy.proxy.stream_pacing import Paced
 from groundproxy.proxy.upstream import UpstreamStream
 
 log = structlog.get_logger(__name__)
@@ -57,8 +59,11 @@ async def relay_events(
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
     text: list[str] = []
     role_sent = False
+    paced = Paced(stream, loaded.policy, lambda: False)  # the policy's stream deadline
     try:
-        async for d in stream:
+        async for d in paced:
+            if d is None:  # only when holding text; relay holds none
+                continue
             if not out.note(d):
                 continue
             delta: dict[str, Any] = {}
@@ -80,6 +85,7 @@ async def relay_events(
         yield sse("[DONE]")
         return
     finally:
+        await paced.aclose()
         await stream.aclose()
     report: GuardReport = await off_loop(disabled_report, "".join(text), loaded.policy)
     if on_report is not None:

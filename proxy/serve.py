@@ -6,6 +6,7 @@ already taken) raise :class:`BadRequestError`: the CLI prints them as one line, 
 
 from __future__ import annotations
 
+import os
 import socket
 
 from groundproxy.errors import BadRequestError
@@ -33,6 +34,41 @@ def preflight(settings: Settings) -> None:
             raise BadRequestError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
 
 
+def _settings_to_env(settings: Settings) -> None:
+    """Hand the settings (command-line flags included) to worker processes, which read
+    ``GROUNDPROXY_*`` (:func:`proxy.app.create_app_from_env`)."""
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        os.environ[f"GROUNDPROXY_{name.upper()}"] = text
+
+
+def serve_workers(settings: Settings) -> int:
+    """``--workers N``: uvicorn's supervisor forks N processes sharing the listening socket;
+    each builds the app (its lifespan loads the models and opens the indexes read-only,
+    following CURRENT on disk) and is restarted if it dies."""
+    import uvicorn
+
+    _settings_to_env(settings)
+    uvicorn.run(
+        "groundproxy.proxy.app:create_app_from_env",
+        factory=True,
+        workers=settings.workers,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level(settings.log_level),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+        # the supervisor kills a worker that misses a ping for this long: loading the ONNX
+        # models on a busy machine kept workers from answering uvicorn's default 5 s
+        timeout_worker_healthcheck=120,
+    )
+    return 0
+
+
 def serve(settings: Settings) -> int:
     import uvicorn
 
@@ -40,6 +76,8 @@ def serve(settings: Settings) -> int:
 
     preflight(settings)
     configure_logging(settings.log_level)
+    if settings.workers > 1:
+        return serve_workers(settings)
     app = create_app(settings)
     config = uvicorn.Config(
         app,

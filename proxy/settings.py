@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +21,9 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8080
+    # Server processes (proxy.serve): > 1 runs uvicorn's workers, each loading its models and
+    # reading every tenant's on-disk index generation read-only (hot reload: each polls CURRENT).
+    workers: int = Field(default=1, ge=1, le=64)
     policies: Path = Path("policies")
     data: Path = Path("data")
     # built verifier models (groundproxy models build); None: <data>/_models

@@ -1,5 +1,10 @@
 """Deadlines on an upstream stream (policy ``stream_deadline_ms``, ``max_hold_ms``).
 
+Every streamed mode keeps the overall deadline: sentence and relay mode read through
+:class:`Paced`; buffer mode (chat, Responses and legacy completions streams, which answer
+only once the whole answer is in) wraps its upstream call in :func:`within_deadline`, so a
+never-ending upstream stream ends in a 504 ``stream_deadline`` error before any byte is sent.
+
 :class:`Paced` yields the upstream's deltas, and ``None`` when text has been held for
 ``max_hold_ms`` with no new delta to end it (sentence mode then sends what it holds);
 past ``stream_deadline_ms`` it raises UpstreamTimeoutError (``stream_deadline``), which
@@ -15,12 +20,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from groundproxy.errors import UpstreamTimeoutError
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.upstream_types import StreamDelta, UpstreamStream
+
+T = TypeVar("T")
+
+
+def _deadline_error(deadline_ms: int) -> UpstreamTimeoutError:
+    return UpstreamTimeoutError(
+        f"the stream passed its deadline of {deadline_ms} ms", code="stream_deadline"
+    )
+
+
+async def within_deadline(policy: Policy, call: Awaitable[T]) -> T:
+    """``call``'s result, or ``stream_deadline`` once the policy's stream deadline passed
+    (the call is cancelled: nothing was sent to the client yet)."""
+    deadline = asyncio.timeout(policy.stream_deadline_ms / 1000.0)
+    try:
+        async with deadline:
+            return await call
+    except TimeoutError:
+        if deadline.expired():
+            raise _deadline_error(policy.stream_deadline_ms) from None
+        raise
 
 
 class Paced:
@@ -42,10 +68,7 @@ class Paced:
         while True:
             now = time.monotonic()
             if now >= self._end:
-                raise UpstreamTimeoutError(
-                    f"the stream passed its deadline of {self._deadline_ms} ms",
-                    code="stream_deadline",
-                )
+                raise _deadline_error(self._deadline_ms)
             wait = self._end - now
             if not self._holding():
                 self._hold_since = None

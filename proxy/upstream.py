@@ -46,6 +46,10 @@ def import_litellm() -> Any:
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True
+    if litellm.aclient_session is None:  # error bodies cut before litellm reads them
+        from groundproxy.proxy.upstream_transport import bounded_client
+
+        litellm.aclient_session = bounded_client()
     return litellm
 
 

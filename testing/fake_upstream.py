@@ -13,13 +13,15 @@ Model names switch on failure modes for tests:
 
 - ``fail-500`` → HTTP 500 with an OpenAI error body
 - ``fail-400`` → HTTP 400
-- ``slow-<seconds>`` → sleeps before answering
+- ``slow-<seconds>`` → sleeps before answering (``/v1/completions`` too)
 - ``bad-json`` → a 200 whose body is not JSON (also to a streamed request)
 - ``echo-key`` → HTTP 401 whose message echoes the ``Authorization`` header it received
   (and another key-shaped string), as some providers do
 - ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
 - ``drip-<seconds>`` → a stream that waits ``<seconds>`` before each word
 - ``fail-429`` / ``fail-503`` → HTTP 429 / 503 with an OpenAI error body and ``retry-after: 7``
+- ``huge-error`` → HTTP 503 whose OpenAI error message is 3 MB of key-shaped text (the
+  size that froze litellm's secret redaction on the event loop), ``retry-after: 7``
 
 ``POST /v1/embeddings`` answers a small deterministic vector per input (``embedding_body``);
 ``POST /v1/completions`` (legacy text completions) answers the script's answer for the
@@ -58,6 +60,18 @@ from groundproxy.testing.fake_bodies import (
     stream_chunks,
     text_completion_body,
 )
+
+HUGE_ERROR_BYTES = 3_000_000
+
+
+def _huge_error() -> Response:
+    """``huge-error``: a 3 MB OpenAI error body of key-shaped words (worst case for regexes)."""
+    words = " ".join(f"token=sk-{i:012d}abcdefgh" for i in range(HUGE_ERROR_BYTES // 28))
+    body = json.dumps({"error": {"message": words, "type": "overloaded", "param": None,
+                                 "code": "overloaded"}})  # fmt: skip
+    return Response(
+        body, status_code=503, media_type="application/json", headers={"retry-after": "7"}
+    )
 
 
 def _status_error(status: int) -> JSONResponse:
@@ -127,7 +141,8 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         model = str(body.get("model", ""))
         stats["started"] += 1
         stats["inflight"] += 1
-        failing = ("fail-500", "fail-400", "fail-429", "fail-503", "bad-json", "echo-key")
+        failing = ("fail-500", "fail-400", "fail-429", "fail-503", "bad-json", "echo-key",
+                   "huge-error")  # fmt: skip
         if body.get("stream") and model not in failing:
             resp = await _answer(request, body, model)
             if isinstance(resp, StreamingResponse):
@@ -154,6 +169,8 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             )
         if model == "echo-key":
             return _echo_key(request)
+        if model == "huge-error":
+            return _huge_error()
         if model in ("fail-429", "fail-503"):
             return _status_error(int(model.removeprefix("fail-")))
         if model == "fail-400":
@@ -216,6 +233,10 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         body = await request.json()
         state["last"], state["headers"] = body, dict(request.headers)
         model = str(body.get("model", ""))
+        if model.startswith("slow-") and not await _sleep_unless_disconnected(
+            request, float(model.removeprefix("slow-"))
+        ):
+            return Response(status_code=499)
         prompt = body.get("prompt", "")
         prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
         answer = pick_answer(script, {"messages": [{"role": "user", "content": prompt}]}, default)

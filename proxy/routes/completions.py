@@ -24,6 +24,7 @@ from groundproxy.proxy.headers import NO_BUFFERING, response_headers
 from groundproxy.proxy.routes.embeddings import passthrough_model, required_model
 from groundproxy.proxy.sse import sse
 from groundproxy.proxy.state import Ready, RequestId, State
+from groundproxy.proxy.stream_pacing import within_deadline
 
 router = APIRouter()
 
@@ -61,9 +62,10 @@ async def completions(
     extra = {
         k: v for k, v in data.items() if k not in ("model", "prompt", "stream", "stream_options")
     }
-    body, seconds = await services.upstream.text_complete(
+    call = services.upstream.text_complete(
         policy.upstream, passthrough_model(policy.upstream, model), data["prompt"], extra
-    )
+    )  # a stream answers once the whole answer is in: the stream deadline holds for it
+    body, seconds = await (within_deadline(policy, call) if data.get("stream") else call)
     state.metrics.observe_upstream(policy.tenant, seconds, body.get("usage"))
     body["model"], body["object"] = model, "text_completion"
     reports: list[GuardReport] = []

@@ -86,7 +86,10 @@ async def responses(
     upstream, guard = services
     try:
         done = await cancel_on_disconnect(
-            request, guarded_completion(req, loaded, upstream, guard, state.metrics, rid)
+            request,
+            guarded_completion(
+                req, loaded, upstream, guard, state.metrics, rid, deadline=bool(data.get("stream"))
+            ),
         )
     except ClientDisconnected:
         return Response(status_code=499)

@@ -4,7 +4,10 @@ upstream's ``drip-0.5`` model (a word every 0.5 s: ~8 s before the first sentenc
 - ``max_hold_ms``: sentence mode sends held text with no sentence end after the hold,
   verified (or marked) — the client does not wait for the sentence to end;
 - ``stream_deadline_ms``: a stream still running at its deadline ends with an
-  OpenAI-shaped SSE error event (``stream_deadline``) and ``[DONE]``.
+  OpenAI-shaped SSE error event (``stream_deadline``) and ``[DONE]``, in sentence mode and
+  in relay mode (``guard: false``); buffer mode (chat, Responses and legacy completions
+  streams answer once the whole answer is in) answers a 504 ``stream_deadline`` error at
+  the deadline, before any byte (the fake upstream's ``slow-3`` for the non-streamed calls).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ pytestmark = pytest.mark.slow
 TENANTS: dict[str, dict[str, Any]] = {
     "holdy": {"stream": "sentence", "max_hold_ms": 1000, "latency_budget_ms": 3000},
     "deadliner": {"stream": "sentence", "stream_deadline_ms": 2000},
+    "relaydl": {"guard": False, "stream_deadline_ms": 2000},
+    "bufferdl": {"stream": "buffer", "stream_deadline_ms": 1500},
 }
 
 
@@ -120,3 +125,50 @@ def test_stream_deadline_ends_the_stream_with_an_error_event(proxy_port: int) ->
     assert set(error["error"]) == {"message", "type", "param", "code"}
     assert 1.9 < at < 5.0, at  # at the 2 s deadline, not after the ~12 s stream
     assert events[-1][1] == "[DONE]"
+
+
+def test_relay_stream_deadline_ends_the_stream_with_an_error_event(proxy_port: int) -> None:
+    events = list(_events(proxy_port, "relaydl"))
+    errors = [(at, e) for at, e in events if isinstance(e, dict) and "error" in e]
+    assert len(errors) == 1, events
+    at, error = errors[0]
+    assert error["error"]["code"] == "stream_deadline"
+    assert set(error["error"]) == {"message", "type", "param", "code"}
+    # at the 2 s deadline, not after the ~12 s stream (generous: a loaded 2-core box; the
+    # stream was cut, so the answer's last words never came)
+    assert 1.9 < at < 10.0, at
+    text = "".join(
+        c.get("delta", {}).get("content") or ""
+        for _, e in events
+        if isinstance(e, dict)
+        for c in e.get("choices", [])
+    )
+    assert text and not text.rstrip().endswith("6 months."), text  # relayed, then cut
+    assert events[-1][1] == "[DONE]"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"model": "drip-0.5", "messages": [{"role": "user",
+                                  "content": "How long is the warranty?"}]}),
+        ("/v1/responses", {"model": "slow-3", "input": "How long is the warranty?"}),
+        ("/v1/completions", {"model": "slow-3", "prompt": "How long is the warranty?"}),
+    ],
+)  # fmt: skip
+def test_buffer_mode_streams_keep_the_deadline(
+    proxy_port: int, path: str, body: dict[str, Any]
+) -> None:
+    started = time.perf_counter()
+    resp = httpx.post(
+        f"http://127.0.0.1:{proxy_port}{path}",
+        json={**body, "stream": True},
+        headers={"authorization": f"Bearer {key('bufferdl')}"},
+        timeout=60,
+    )
+    seconds = time.perf_counter() - started
+    assert resp.status_code == 504, resp.text
+    error = resp.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == "stream_deadline"
+    assert 1.4 < seconds < 4.5, seconds  # at the 1.5 s deadline, not after the answer
