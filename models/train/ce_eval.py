@@ -146,7 +146,7 @@ def run_eval(args: argparse.Namespace) -> None:
     thr = float(manifest["threshold"])
     tok = AutoTokenizer.from_pretrained(str(args.ckpt))  # type: ignore[no-untyped-call]
     model = AutoModelForSequenceClassification.from_pretrained(str(args.ckpt)).eval()
-    from groundproxy.models.train.cross_encoder import pick_device
+    from groundproxy.models.train.ce_resume import pick_device
 
     scorers: dict[str, Scorer] = {"ce-fp32": torch_scorer(model, pick_device(args.device))}
     if args.onnx:

@@ -101,3 +101,12 @@ def lr_scale(frac: float, warmup: float) -> float:
     warm-up over the first ``warmup`` fraction, then linear decay to 1 % (never 0)."""
     scale = frac / warmup if frac < warmup else max(0.0, (1.0 - frac) / (1.0 - warmup))
     return max(scale, 0.01)
+
+
+def pick_device(name: str) -> Any:
+    """``auto``: the GPU when torch sees one, else the CPU."""
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)

@@ -111,15 +111,6 @@ def predict(
     return out
 
 
-def pick_device(name: str) -> Any:
-    """``auto``: the GPU when torch sees one, else the CPU."""
-    import torch
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
 def set_seeds() -> None:
     import torch
 
@@ -176,7 +167,7 @@ def train(args: argparse.Namespace) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    device = pick_device(args.device)
+    device = ce_resume.pick_device(args.device)
     model.to(device)
     pad_id = int(tok.pad_token_id)
     budget_s = args.minutes * 60.0
