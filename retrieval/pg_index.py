@@ -51,8 +51,8 @@ CROSS JOIN LATERAL (
 ) AS c
 JOIN gp_tenants t ON t.tenant = %(tenant)s
 """
-# Exact mode (GROUNDPROXY_PG_VECTOR_INDEX=exact): no pgvector operator at all (the wheel's
-# SIMD distance code dies on CPUs without AVX-512); vectors are L2-normalized, so the
+# Exact mode (GROUNDPROXY_PG_VECTOR_INDEX=exact): no pgvector operator at all (for pgvector
+# builds whose SIMD distance code cannot run on the host CPU); vectors are L2-normalized, so the
 # cosine distance is 1 - the dot product of the float arrays.
 _EXACT_DISTANCE = (
     "1 - (SELECT sum(a::float8 * b::float8) "
