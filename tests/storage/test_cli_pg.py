@@ -30,7 +30,7 @@ def _policies(folder: Path) -> Path:
     return folder
 
 
-def _rows(path: Path) -> Path:
+def _rows(path: Path, gold_doc: str) -> Path:
     """Labelled rows whose gold document is the ingested one (calibration reads the index)."""
     rows = []
     for i in range(24):
@@ -42,7 +42,7 @@ def _rows(path: Path) -> Path:
                 "query": "How fast does the Zephyr kettle boil water?",
                 "response": response,
                 "label_hallucinated": int(bad),
-                "gold_doc": "kettle.md",
+                "gold_doc": gold_doc,
             }
         )
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
@@ -70,7 +70,11 @@ def test_check_and_calibrate_use_postgres(
     assert [c["verdict"] for c in body["claims"]] == ["supported"]
     assert "kettle.md" in str(body["answer"])
 
-    calibrate = ("calibrate", *folders, "--tenant", "t1", str(_rows(tmp_path / "rows.jsonl")))
+    with psycopg.connect(pg_dsn) as conn:
+        doc = conn.execute("SELECT doc_id FROM gp_documents WHERE tenant = 't1'").fetchone()
+    assert doc is not None and str(doc[0]).endswith("kettle.md")
+    rows = _rows(tmp_path / "rows.jsonl", str(doc[0]))
+    calibrate = ("calibrate", *folders, "--tenant", "t1", str(rows))
     done = run_cli(*calibrate, "--alpha", "0.2", "--json", timeout=900)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
