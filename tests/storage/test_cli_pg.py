@@ -1,6 +1,7 @@
 """``groundproxy check`` and ``groundproxy calibrate`` (real CLI processes) read and write
-the storage the server uses: with GROUNDPROXY_DATABASE_URL set, the tenant's index and its
-calibration live in PostgreSQL, nothing under ``--data``."""
+the storage the server uses: with GROUNDPROXY_DATABASE_URL set, ``check`` verifies against
+the tenant's index in PostgreSQL and ``calibrate`` writes the calibration there, nothing
+under ``--data``."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def _policies(folder: Path) -> Path:
     return folder
 
 
-def _rows(path: Path, gold_doc: str) -> Path:
-    """Labelled rows whose gold document is the ingested one (calibration reads the index)."""
+def _rows(path: Path) -> Path:
+    """Labelled rows (no gold_doc: retrieval is calibrated on the rows' own contexts)."""
     rows = []
     for i in range(24):
         bad = i % 3 == 0
@@ -42,7 +43,6 @@ def _rows(path: Path, gold_doc: str) -> Path:
                 "query": "How fast does the Zephyr kettle boil water?",
                 "response": response,
                 "label_hallucinated": int(bad),
-                "gold_doc": gold_doc,
             }
         )
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
@@ -70,16 +70,12 @@ def test_check_and_calibrate_use_postgres(
     assert [c["verdict"] for c in body["claims"]] == ["supported"]
     assert "kettle.md" in str(body["answer"])
 
-    with psycopg.connect(pg_dsn) as conn:
-        doc = conn.execute("SELECT doc_id FROM gp_documents WHERE tenant = 't1'").fetchone()
-    assert doc is not None and str(doc[0]).endswith("kettle.md")
-    rows = _rows(tmp_path / "rows.jsonl", str(doc[0]))
+    rows = _rows(tmp_path / "rows.jsonl")
     calibrate = ("calibrate", *folders, "--tenant", "t1", str(rows))
     done = run_cli(*calibrate, "--alpha", "0.2", "--json", timeout=900)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "tenant index 't1'" in result["retrieval"]["source"]
-    assert result["retrieval"]["held_out"]["recall_at_k"] == 1.0  # found in Postgres
+    assert "gp_calibration" in result["path"]  # written where every replica reads it
     with psycopg.connect(pg_dsn) as conn:
         row = conn.execute("SELECT content FROM gp_calibration WHERE tenant = 't1'").fetchone()
     assert row is not None and row[0]["alpha"] == 0.2 and row[0]["rows"] == 24
