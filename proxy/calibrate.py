@@ -58,10 +58,10 @@ from groundproxy.guards import (
 from groundproxy.guards.types import Embedder, EvidenceSource
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy
-from groundproxy.proxy.calibration import write_calibration
 from groundproxy.proxy.evaluate import Row, eval_policy, read_rows
 from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage import EmbeddedStorage, Storage, started_storage
 
 log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
@@ -246,19 +246,21 @@ def calibrate(
     seed: int = 0,
     cal_fraction: float = 0.5,
     limit: int | None = None,
+    storage: Storage | None = None,
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
-    """Run the calibration and write the tenant's calibration file; returns its content."""
+    """Run the calibration and write the tenant's calibration (into ``storage``, default the
+    files under ``data``); returns its content."""
     from groundproxy.retrieval.names import validate_tenant
-    from groundproxy.retrieval.tenant_index import TenantIndex
 
+    storage = storage if storage is not None else EmbeddedStorage(data)
     validate_tenant(tenant)
     if not 0.0 < alpha < 1.0:
         raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
     policy, policy_source = _tenant_policy(policies, tenant, verifier_name)
     rows = read_rows(path, limit)
     cal, held = split_rows(rows, cal_fraction, seed)
-    with build_guard(Settings(data=data, batch_window_ms=0)) as guard:
+    with build_guard(Settings(data=data, batch_window_ms=0), storage=storage) as guard:
         embedder = guard.parts.embedder
         verifier = guard.verifier(policy.verifier.model)
         started = time.perf_counter()
@@ -275,7 +277,7 @@ def calibrate(
     top_k = policy.retrieval.top_k
     with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
         if any(r.gold_doc for r in rows):
-            index: EvidenceSource = TenantIndex.open(data, policy.index_name)
+            index: EvidenceSource = storage.indexes(embedder).get(policy.index_name)
             source = f"tenant index '{policy.index_name}' (gold_doc)"
 
             def gold_of(r: Row) -> str:
@@ -326,7 +328,7 @@ def calibrate(
         "warnings": warnings,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    out = write_calibration(data, tenant, content)
+    out = storage.write_calibration(tenant, content)
     for w in warnings:
         log.warning("calibration_warning", tenant=tenant, warning=w)
     content["path"] = str(out)
@@ -344,18 +346,21 @@ def run_calibrate_command(
     cal_fraction: float,
     limit: int | None,
     as_json: bool,
+    database_url: str | None = None,
 ) -> int:
-    c = calibrate(
-        path,
-        tenant,
-        alpha,
-        data=data,
-        policies=policies,
-        verifier_name=verifier,
-        seed=seed,
-        cal_fraction=cal_fraction,
-        limit=limit,
-    )
+    with started_storage(data, database_url) as storage:  # Postgres when the URL is set
+        c = calibrate(
+            path,
+            tenant,
+            alpha,
+            data=data,
+            policies=policies,
+            verifier_name=verifier,
+            seed=seed,
+            cal_fraction=cal_fraction,
+            limit=limit,
+            storage=storage,
+        )
     v, r = c["verifier_calibration"], c["retrieval"]
     vh, rh = v["held_out"], r["held_out"]
     print(

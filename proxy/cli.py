@@ -189,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
             embedder_name=settings.embedder,
             cache=settings.cache,
             fail_on=args.fail_on,
+            database_url=settings.database_url,
         )
     if args.command == "eval":
         from groundproxy.proxy.evaluate import run_eval_command
@@ -222,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
             args.cal_fraction,
             args.limit,
             args.json,
+            settings.database_url,
         )
     if args.command == "models":
         from groundproxy.proxy.commands import models_build, models_list

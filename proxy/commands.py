@@ -62,6 +62,7 @@ def check(
     embedder_name: str = "minilm",
     cache: Path | None = None,
     fail_on: str | None = None,
+    database_url: str | None = None,
 ) -> int:
     """Prints the report (with ``answer``: the text to return) as JSON on stdout, one line
     for people on stderr; exit 1 when ``fail_on`` is given and a claim has that verdict."""
@@ -83,12 +84,15 @@ def check(
             context.append(("user", context_file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
-    # The served path: the tenant's index, its calibrated threshold when the policy says so.
-    with build_guard(
-        Settings(
-            data=data, policies=policies, batch_window_ms=0, embedder=embedder_name, cache=cache
-        )
-    ) as guard:
+    # The served path: the tenant's index, its calibrated threshold when the policy says so,
+    # from the storage the server uses (Postgres when ``database_url`` is set).
+    settings = Settings(
+        data=data, policies=policies, batch_window_ms=0, embedder=embedder_name, cache=cache
+    )
+    with (
+        backends.started_storage(data, database_url) as storage,
+        build_guard(settings, storage=storage) as guard,
+    ):
         report = guard.guard_sync(answer, question, context, loaded.policy, cache=False)
     body = {**report_body(report, loaded.policy_id), "answer": report.text}
     print(json.dumps(body, indent=2, ensure_ascii=False))

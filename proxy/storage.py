@@ -10,6 +10,8 @@ never shared: it stays in each replica's memory (``GuardService.verdict_cache``)
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -128,6 +130,18 @@ def open_storage(data_dir: Path, database_url: str | None) -> Storage:
     if database_url:
         return PostgresStorage(database_url)
     return EmbeddedStorage(data_dir)
+
+
+@contextmanager
+def started_storage(data_dir: Path, database_url: str | None) -> Iterator[Storage]:
+    """The selected backend, started (Postgres: connected, schema migrated) and closed after:
+    what a command that reads or writes the shared store (``check``, ``calibrate``) opens."""
+    storage = open_storage(data_dir, database_url)
+    storage.start()
+    try:
+        yield storage
+    finally:
+        storage.close()
 
 
 def _opener(storage: Storage) -> WriterOpener:

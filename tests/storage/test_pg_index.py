@@ -9,13 +9,14 @@ from collections.abc import Iterator
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from groundproxy.errors import IndexStoreError
 from groundproxy.proxy.storage import PostgresStorage, delete_documents, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
-from groundproxy.retrieval.pg_index import PgIndexManager
+from groundproxy.retrieval.pg_index import PgIndexManager, _search_sql, vector_literal
 from groundproxy.retrieval.pg_pool import PgPool
-from groundproxy.retrieval.pg_schema import LATEST, ensure_hnsw_index, migrate
+from groundproxy.retrieval.pg_schema import LATEST, migrate
 from groundproxy.retrieval.pg_writer import PgIndexWriter
 
 # real processes, real model exports or many real-model requests: `make test` runs these,
@@ -130,27 +131,25 @@ def test_migrations_are_idempotent_and_versioned(pg_dsn: str) -> None:
     assert first == list(range(1, LATEST + 1)) and again == [] and versions == first
 
 
-def test_search_plan_uses_the_hnsw_index(pg_dsn: str) -> None:
-    """The search's ORDER BY matches the partial HNSW index (planned, not run: inserting
-    into HNSW needs a CPU the wheel's pgvector runs on)."""
-    pool = PgPool(pg_dsn)
-    try:
-        with pool.connection() as conn:
-            ensure_hnsw_index(conn, 384, "hnsw")
-            for knob in ("seqscan", "bitmapscan", "sort"):
-                conn.execute(f"SET enable_{knob} = off")  # an empty table: force the choice
-            vec = "[" + ",".join(["0.1"] * 384) + "]"
-            plan = "\n".join(
-                str(r[0])
-                for r in conn.execute(
-                    "EXPLAIN SELECT id FROM gp_chunks WHERE tenant = 'acme' AND dim = 384 "
-                    "ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 5",
-                    (vec,),
-                )
-            )
-    finally:
-        pool.close()
-    assert "gp_chunks_hnsw_384" in plan
+def test_search_runs_through_the_hnsw_index(storage: PostgresStorage) -> None:
+    """The search statement itself, run (EXPLAIN ANALYZE) on ingested rows, goes through the
+    partial HNSW (cosine) index, and its nearest row is the right one."""
+    emb = load_embedder("hashing")
+    ingest_texts(storage, "acme", [("warranty.md", WARRANTY), ("returns.md", RETURNS)], emb)
+    query = emb.encode(["How long does the X200 warranty last?"])
+    params = {"queries": [vector_literal(query[0])], "tenant": "acme", "k": 2}
+    with storage.pool.connection() as conn:
+        for knob in ("seqscan", "bitmapscan", "sort"):
+            conn.execute(f"SET enable_{knob} = off")  # two rows: force the index choice
+        statement = _search_sql(emb.dim)
+        plan = "\n".join(
+            str(r[0]) for r in conn.execute(sql.SQL("EXPLAIN ANALYZE ") + statement, params)
+        )
+        rows = conn.execute(statement, params).fetchall()
+        for knob in ("seqscan", "bitmapscan", "sort"):
+            conn.execute(f"RESET enable_{knob}")
+    assert f"Index Scan using gp_chunks_hnsw_{emb.dim}" in plan and "never executed" not in plan
+    assert [r[2] for r in rows] == ["warranty.md", "returns.md"]
 
 
 def test_tiny_vector_components_are_stored_and_searched(storage: PostgresStorage) -> None:
