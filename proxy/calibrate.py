@@ -274,29 +274,29 @@ def calibrate(
 
         served = resolve_threshold(policy, None, model_threshold(verifier))  # the default now
         result = calibrate_verifier(cal, held, alpha, score, served)
-    top_k = policy.retrieval.top_k
-    with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
-        if any(r.gold_doc for r in rows):
-            index: EvidenceSource = storage.indexes(embedder).get(policy.index_name)
-            source = f"tenant index '{policy.index_name}' (gold_doc)"
+        top_k = policy.retrieval.top_k
+        with tempfile.TemporaryDirectory(prefix="gp-calibrate-") as tmp:
+            if any(r.gold_doc for r in rows):
+                index: EvidenceSource = storage.indexes(embedder).get(policy.index_name)
+                source = f"tenant index '{policy.index_name}' (gold_doc)"
 
-            def gold_of(r: Row) -> str:
-                return r.gold_doc or ""
-        else:
-            say(f"ingesting {len({r.context for r in rows})} contexts into a temporary index …")
-            index, doc_of = _context_index(rows, embedder, Path(tmp))
-            source = "the rows' contexts (each row's own context is its gold document)"
+                def gold_of(r: Row) -> str:
+                    return r.gold_doc or ""
+            else:
+                say(f"ingesting {len({r.context for r in rows})} contexts into a temporary index …")
+                index, doc_of = _context_index(rows, embedder, Path(tmp))
+                source = "the rows' contexts (each row's own context is its gold document)"
 
-            def gold_of(r: Row) -> str:
-                return doc_of.get(r.context, "")
+                def gold_of(r: Row) -> str:
+                    return doc_of.get(r.context, "")
 
-        retrieval = calibrate_retrieval(
-            _retrieve(cal, index, embedder, top_k, gold_of),
-            _retrieve(held, index, embedder, top_k, gold_of),
-            alpha,
-            top_k,
-            source,
-        )
+            retrieval = calibrate_retrieval(
+                _retrieve(cal, index, embedder, top_k, gold_of),
+                _retrieve(held, index, embedder, top_k, gold_of),
+                alpha,
+                top_k,
+                source,
+            )
     warnings: list[str] = []
     m1 = retrieval["held_out"]["m1"]
     if m1 is not None and m1 < 1 - alpha:

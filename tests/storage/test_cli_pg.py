@@ -31,8 +31,9 @@ def _policies(folder: Path) -> Path:
     return folder
 
 
-def _rows(path: Path) -> Path:
-    """Labelled rows (no gold_doc: retrieval is calibrated on the rows' own contexts)."""
+def _rows(path: Path, gold_doc: str | None = None) -> Path:
+    """Labelled rows; without ``gold_doc`` retrieval is calibrated on the rows' own
+    contexts, with it on the tenant's index (in Postgres here)."""
     rows = []
     for i in range(24):
         bad = i % 3 == 0
@@ -43,6 +44,7 @@ def _rows(path: Path) -> Path:
                 "query": "How fast does the Zephyr kettle boil water?",
                 "response": response,
                 "label_hallucinated": int(bad),
+                **({"gold_doc": gold_doc} if gold_doc else {}),
             }
         )
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
@@ -80,3 +82,13 @@ def test_check_and_calibrate_use_postgres(
         row = conn.execute("SELECT content FROM gp_calibration WHERE tenant = 't1'").fetchone()
     assert row is not None and row[0]["alpha"] == 0.2 and row[0]["rows"] == 24
     assert not list(data.rglob("calibration.json")) and not list(data.rglob("*.sqlite"))
+
+    # rows naming their gold document: retrieval calibrated on the tenant's Postgres index
+    gold = _rows(tmp_path / "gold.jsonl", gold_doc="kettle.md")
+    done = run_cli("calibrate", *folders, "--tenant", "t1", str(gold), "--alpha", "0.2",
+                   "--json", timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    retrieval = result["retrieval"]
+    assert "gold_doc" in retrieval["source"]
+    assert retrieval["held_out"]["recall_at_k"] == 1.0
