@@ -46,6 +46,10 @@ def import_litellm() -> Any:
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True
+    # Every call passes max_retries=0 (the client decides when to retry), but litellm's
+    # OpenAI embedding path reads ``max_retries or DEFAULT_MAX_RETRIES``: 0 became 2 retries,
+    # each waiting out the upstream's retry-after (14 s on a 429 before the client heard).
+    litellm.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 
