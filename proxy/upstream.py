@@ -206,7 +206,9 @@ class UpstreamClient:
         started = time.perf_counter()
         try:
             resp = await getattr(self._litellm, call)(**kwargs)
-            body: dict[str, Any] = resp.model_dump(exclude_none=True)
+            # warnings=False: base64 embeddings (the SDKs' default) are strings where litellm's
+            # model says list[float]; pydantic's warning printed them as plain text to stderr
+            body: dict[str, Any] = resp.model_dump(exclude_none=True, warnings=False)
         except Exception as exc:
             raise self._map(exc) from exc
         return body, time.perf_counter() - started
