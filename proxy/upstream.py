@@ -49,7 +49,8 @@ def import_litellm() -> Any:
     # Every call passes max_retries=0 (the client decides when to retry), but litellm's
     # OpenAI embedding path reads ``max_retries or DEFAULT_MAX_RETRIES``: 0 became 2 retries,
     # each waiting out the upstream's retry-after (14 s on a 429 before the client heard).
-    litellm.DEFAULT_MAX_RETRIES = 0
+    module: Any = litellm  # DEFAULT_MAX_RETRIES is not in litellm's declared exports
+    module.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 
