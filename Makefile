@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 
 SRC := errors proxy guards retrieval models policies testing integrations tests bench
 
-.PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv browser-deps
+.PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv browser-deps node-deps
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,22 @@ browser-deps:
 		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver; \
 	fi
 
+# The openai Node SDK test (tests/e2e/test_node_sdk.py) runs tests/node/sdk.test.mjs with node
+# and the npm packages pinned in tests/node/package-lock.json (npm ci, again when the lock
+# changes); it fails (never skips) without them. Debian's nodejs + npm when node is missing.
+NODE_TESTS := tests/node
+$(NODE_TESTS)/node_modules/.installed: $(NODE_TESTS)/package.json $(NODE_TESTS)/package-lock.json
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "installing nodejs + npm (apt-get)"; \
+		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q nodejs npm; \
+	fi
+	cd $(NODE_TESTS) && npm ci --no-audit --no-fund
+	touch $@
+
+node-deps: $(NODE_TESTS)/node_modules/.installed
+
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.
-unit: install litellm-venv browser-deps
+unit: install litellm-venv browser-deps node-deps
 	$(PY) -m pytest -q -p no:cacheprovider; s=$$?; \
 	if [ $$s -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$s
 

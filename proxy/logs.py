@@ -64,6 +64,7 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
     root.handlers[:] = [h for h in root.handlers if not isinstance(h, _StderrHandler)]
     root.addHandler(handler)
     root.setLevel(lvl)
+    logging.captureWarnings(True)  # a library's warnings.warn: a JSON line, not plain text
     for name in UVICORN_LOGGERS:  # no handlers of their own: they reach the root's
         logger = logging.getLogger(name)
         logger.handlers[:] = []

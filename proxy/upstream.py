@@ -50,6 +50,11 @@ def import_litellm() -> Any:
         from groundproxy.proxy.upstream_transport import bounded_client
 
         litellm.aclient_session = bounded_client()
+    # Every call passes max_retries=0 (the client decides when to retry), but litellm's
+    # OpenAI embedding path reads ``max_retries or DEFAULT_MAX_RETRIES``: 0 became 2 retries,
+    # each waiting out the upstream's retry-after (14 s on a 429 before the client heard).
+    module: Any = litellm  # DEFAULT_MAX_RETRIES is not in litellm's declared exports
+    module.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 
@@ -206,7 +211,9 @@ class UpstreamClient:
         started = time.perf_counter()
         try:
             resp = await getattr(self._litellm, call)(**kwargs)
-            body: dict[str, Any] = resp.model_dump(exclude_none=True)
+            # warnings=False: base64 embeddings (the SDKs' default) are strings where litellm's
+            # model says list[float]; pydantic's warning printed them as plain text to stderr
+            body: dict[str, Any] = resp.model_dump(exclude_none=True, warnings=False)
         except Exception as exc:
             raise self._map(exc) from exc
         return body, time.perf_counter() - started

@@ -38,6 +38,8 @@ log = structlog.get_logger(__name__)
 
 # "litellm.InternalServerError: InternalServerError: OpenAIException - upstream exploded"
 _WRAPPERS = re.compile(r"^(?:\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception|Timeout)\s*(?::|-)\s*)+")
+# the openai client's own prefix, which litellm keeps on some calls (embeddings)
+_STATUS_PREFIX = re.compile(r"^Error code: \d{3} - ")
 _TAILS = (
     " Error_str:", " Received Model Group", " LiteLLM Retried", " No fallback model",
     " Original exception:",
@@ -90,7 +92,7 @@ def is_connection_drop(exc: BaseException) -> bool:
 def upstream_message(exc: BaseException) -> str:
     """The upstream's own words, without litellm's wrapper names, redacted, one line."""
     msg = str(getattr(exc, "message", "") or exc)
-    msg = _WRAPPERS.sub("", " ".join(msg.split()))
+    msg = _STATUS_PREFIX.sub("", _WRAPPERS.sub("", " ".join(msg.split())))
     for tail in _TAILS:
         msg = msg.split(tail, 1)[0]
     return redact(msg.strip().rstrip("."))[:500]

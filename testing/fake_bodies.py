@@ -5,6 +5,8 @@ fake (:mod:`groundproxy.testing.fake_upstream`) and the in-process
 from __future__ import annotations
 
 import asyncio
+import base64
+import struct
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -28,14 +30,20 @@ def pick_rule(script: list[dict[str, Any]], body: dict[str, Any], default: str) 
     return {"answer": default}
 
 
-def embedding_body(inputs: str | list[Any], model: str) -> dict[str, Any]:
-    """One 8-dimensional vector per input, derived from the input's characters."""
+def embedding_body(
+    inputs: str | list[Any], model: str, encoding_format: str | None = None
+) -> dict[str, Any]:
+    """One 8-dimensional vector per input, derived from the input's characters; with
+    ``encoding_format: "base64"`` each vector is base64 of its little-endian float32 bytes, as
+    OpenAI sends it (the Node SDK asks for base64 unless told otherwise)."""
     items = [inputs] if isinstance(inputs, str) else list(inputs)
     data = []
     for i, item in enumerate(items):
         text = str(item)
         vec = [((sum(map(ord, text)) * (k + 1)) % 97) / 97.0 for k in range(8)]
-        data.append({"object": "embedding", "index": i, "embedding": vec})
+        packed = base64.b64encode(struct.pack("<8f", *vec)).decode("ascii")
+        embedding: Any = packed if encoding_format == "base64" else vec
+        data.append({"object": "embedding", "index": i, "embedding": embedding})
     tokens = sum(len(str(item).split()) for item in items)
     usage = {"prompt_tokens": tokens, "total_tokens": tokens}
     return {"object": "list", "data": data, "model": model, "usage": usage}

@@ -23,7 +23,8 @@ Model names switch on failure modes for tests:
 - ``huge-error`` → HTTP 503 whose OpenAI error message is 3 MB of key-shaped text (the
   size that froze litellm's secret redaction on the event loop), ``retry-after: 7``
 
-``POST /v1/embeddings`` answers a small deterministic vector per input (``embedding_body``);
+``POST /v1/embeddings`` answers a small deterministic vector per input (``embedding_body``;
+base64 when ``encoding_format`` asks for it);
 ``POST /v1/completions`` (legacy text completions) answers the script's answer for the
 prompt as ``choices[0].text`` (streamed too).
 
@@ -227,7 +228,9 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         model = str(body.get("model", ""))
         if model.startswith("fail-"):
             return _status_error(429 if model == "fail-429" else 503)
-        return JSONResponse(embedding_body(body.get("input", ""), model))
+        return JSONResponse(
+            embedding_body(body.get("input", ""), model, body.get("encoding_format"))
+        )
 
     async def completions(request: Request) -> Response:
         body = await request.json()

@@ -135,7 +135,8 @@ class FakeUpstream:
     ) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
         await self._open(upstream, model, [], {**extra, "input": inputs}, stream=False)
-        return embedding_body(inputs, _bare(model)), time.perf_counter() - started
+        body = embedding_body(inputs, _bare(model), extra.get("encoding_format"))
+        return body, time.perf_counter() - started
 
     async def text_complete(
         self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]

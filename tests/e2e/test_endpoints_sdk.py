@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,27 @@ def test_embeddings_pass_through(proxy: tuple[str, Path], upstream_port: int) ->
     assert [d.index for d in got.data] == [0, 1]
     assert all(len(d.embedding) == 8 for d in got.data)
     assert got.model == "text-embedding-3-small"
+    # the SDK asked for base64 (its default, the Node SDK's too): the strings came through
+    # intact and decode to the float vectors
+    assert last_upstream(upstream_port)["encoding_format"] == "base64"
+    floats = sdk(proxy).embeddings.create(
+        model="text-embedding-3-small", input=["a b", "c"], encoding_format="float"
+    )
+    for decoded, plain in zip(got.data, floats.data, strict=True):
+        assert decoded.embedding == pytest.approx(plain.embedding, abs=1e-6)
+
+
+def test_embeddings_429_comes_back_at_once_and_clean(proxy: tuple[str, Path]) -> None:
+    """One upstream call per client call: litellm's embedding path used to turn
+    ``max_retries=0`` into two retries, each waiting out the upstream's ``retry-after``."""
+    started = time.monotonic()
+    with pytest.raises(openai.RateLimitError) as limited:
+        sdk(proxy).embeddings.create(model="fail-429", input="x")
+    assert time.monotonic() - started < 5
+    assert limited.value.response.headers["retry-after"] == "7"
+    assert limited.value.body["message"] == (  # type: ignore[index]
+        "The upstream model provider is rate limiting: upstream says rate_limit_exceeded."
+    )
 
 
 def test_models_retrieve_and_routes_without_v1(proxy: tuple[str, Path]) -> None:

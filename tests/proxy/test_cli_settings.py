@@ -5,6 +5,9 @@ defaulted to ``info`` and won over the environment)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +92,22 @@ def test_a_bad_setting_is_a_clean_error(
         cli.main(["serve"])
     assert exc.value.code == 2
     assert "GROUNDPROXY_PORT" in capsys.readouterr().err
+
+
+def test_a_library_warning_is_a_json_log_line() -> None:
+    """A ``warnings.warn`` from a library (pydantic's serializer warnings did) is one JSON
+    line in the log, never plain multi-line text (a fresh process: warnings are global)."""
+    code = (
+        "import warnings\n"
+        "from groundproxy.proxy.logs import configure_logging\n"
+        "configure_logging('info', json=True)\n"
+        "warnings.warn('serializer said\\n  something', UserWarning, stacklevel=1)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    records = [json.loads(ln) for ln in lines]  # every line parses
+    assert [r["logger"] for r in records] == ["py.warnings"], lines
+    assert "serializer said" in records[0]["event"]

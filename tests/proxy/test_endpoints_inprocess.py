@@ -154,6 +154,11 @@ def test_responses_request_translates_to_one_chat_request() -> None:
         ),
         ("litellm.InternalServerError: InternalServerError: OpenAIException - boom.", "boom"),
         ("litellm.Timeout: APITimeoutError - Request timed out. Error_str: x", "Request timed out"),
+        (  # the openai client's status prefix, kept by litellm's embedding path
+            "litellm.RateLimitError: RateLimitError: OpenAIException - Error code: 429 - "
+            "upstream says rate_limit_exceeded",
+            "upstream says rate_limit_exceeded",
+        ),
     ],
 )
 def test_upstream_messages_lose_litellm_wrapper_chains(raw: str, clean: str) -> None:
