@@ -1,9 +1,8 @@
 """``groundproxy calibrate``: split-conformal thresholds for a tenant (seed 003).
 
-Rows as in ``../shared/data/README.md`` (context, query, response, label_hallucinated),
-plus an optional ``gold_doc`` (the id, in the tenant's index, of the document that holds
-the answer). The rows are shuffled (``--seed``) and split into a calibration part
-(``--cal-fraction``) and a held-out part.
+Rows as in ``../shared/data/README.md`` plus an optional ``gold_doc`` (the id, in the
+tenant's index, of the answer's document); shuffled (``--seed``), split into a calibration
+part (``--cal-fraction``) and a held-out part.
 
 **Verifier threshold.** Each response is guarded in context mode (its row's context is the
 evidence, the tenant's policy settings) at threshold 0. An answer is *accepted* when every
@@ -15,21 +14,19 @@ claims), and it is accepted at threshold t iff score ≥ t. Over the truly suppo
 
     P(a truly supported answer is accepted) ≥ 1 − alpha
 
-(marginally, over exchangeable rows of the same distribution; :mod:`guards.conformal`). The
-held-out part gives the empirical coverage, the exact BetaBinomial interval it should fall
-in, and the share of hallucinated answers the threshold rejects.
+(marginally, over exchangeable rows; :mod:`guards.conformal`). The held-out part gives the
+coverage, its exact BetaBinomial interval and the share of hallucinated answers rejected.
 
 **Retrieval threshold.** Each row's query (its response when it has none) retrieves the
 top-k chunks; the gold chunks are those of ``gold_doc`` in the tenant's index when rows
 carry it, else of the row's own context (all contexts of the file are ingested into a
 temporary index). Over calibration rows whose gold chunk is retrieved, the threshold on
 the best gold chunk's retrieval score guarantees P(a gold chunk in the top-k is trusted)
-≥ 1 − alpha. Diagnostics on the held-out part: m1 = share of queries with at least one
-trusted chunk, m2 = share of retrieved chunks trusted; m1 < 1 − alpha says the guarantee
-does not hold for this retriever (a warning in the output and the logs).
+≥ 1 − alpha. Held out: m1 = share of queries with a trusted chunk, m2 = share of retrieved
+chunks trusted; m1 < 1 − alpha: the guarantee does not hold for this retriever (a warning).
 
-Writes ``<data>/<tenant>/calibration.json`` (alpha, threshold, n, verifier, created, and
-the figures), read when the tenant's policy says ``verifier.threshold: calibrated``.
+Writes the tenant's calibration (``<data>/<tenant>/calibration.json`` or Postgres), read
+when its policy says ``verifier.threshold: calibrated``.
 """
 
 from __future__ import annotations
@@ -215,9 +212,12 @@ def _context_index(
 
 
 def _tenant_policy(policies: Path | None, tenant: str, verifier: str | None) -> tuple[Policy, str]:
-    """The tenant's policy settings when its file is there (so that the threshold is
-    calibrated under the rules and uncertainty the proxy will use), else the defaults."""
-    base: dict[str, Any] = eval_policy(verifier or "default", "context").model_dump()
+    """The tenant's policy settings when its file is there (the threshold is calibrated
+    under the rules and uncertainty the proxy will use), else the defaults."""
+    base: dict[str, Any] = {
+        **eval_policy(verifier or "default", "context").model_dump(),
+        "tenant": tenant,  # rows with gold_doc are searched for in the tenant's index
+    }
     source = "defaults"
     if policies is not None and policies.is_dir():
         store = PolicyStore(policies)
