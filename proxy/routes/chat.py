@@ -99,6 +99,8 @@ async def _incremental_response(
     step_id = new_step_id()
 
     async def on_report(report: GuardReport) -> None:
+        if not loaded.policy.guard:  # relayed: one action per answer (sentence mode: its own)
+            metrics.observe_unguarded(loaded.policy.tenant)
         if trace is not None:
             await record_step(
                 trace,
