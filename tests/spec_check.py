@@ -130,9 +130,8 @@ def _counted(name: str, instance: Any) -> None:
     if name == "ResponseStreamEvent":  # the one alternative its type names: precise errors
         if not isinstance(instance, dict) or instance.get("type") not in _event_schemas():
             raise SpecError(f"ResponseStreamEvent: unknown event {str(instance)[:200]}")
-        check(_event_schemas()[instance["type"]], instance)
-    else:
-        check(name, instance)
+        name = _event_schemas()[instance["type"]]
+    check(name, instance)
     CHECKED[name] = CHECKED.get(name, 0) + 1
 
 
