@@ -90,17 +90,18 @@ def chat(base_url: str, tenant: str, **extra: Any) -> ChatOpenAI:
     return ChatOpenAI(
         model="gpt-4o-mini",
         base_url=base_url,
-        api_key=KEYS[tenant],  # type: ignore[arg-type]
+        api_key=KEYS[tenant],
         max_retries=0,
         timeout=60,
         **extra,
     )
 
 
-def _merged(chunks: list[AIMessageChunk]) -> AIMessageChunk:
+def _merged(chunks: list[Any]) -> AIMessageChunk:
     total = chunks[0]
     for chunk in chunks[1:]:
-        total = total + chunk  # type: ignore[assignment]
+        total = total + chunk
+    assert isinstance(total, AIMessageChunk)
     return total
 
 
