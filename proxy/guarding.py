@@ -248,6 +248,7 @@ class GuardService:
     ) -> GuardReport:
         """One whole answer (buffer mode): both stages, budget and errors per the policy."""
         if not policy.guard:
+            self.parts.metrics.observe_unguarded(policy.tenant)
             return await off_loop(disabled_report, answer, policy)
         started = time.perf_counter()
         checked = await self.check(answer, question, context, policy)

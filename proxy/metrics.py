@@ -5,8 +5,11 @@ What is measured:
 ``groundproxy_requests_total{tenant,route,status}``   every HTTP request (tenant ``-`` before auth)
 ``groundproxy_request_seconds{route}``                wall time until the last body byte
 ``groundproxy_verdicts_total{tenant,verdict}``        claim verdicts
-``groundproxy_actions_total{tenant,action}``          what the policy did to an answer
-``groundproxy_guard_seconds{tenant}``                 guard time per answer (off the event loop)
+``groundproxy_actions_total{tenant,action}``          what the policy did to an answer (one per
+                                                      answer in every mode; ``unverified`` for
+                                                      an unguarded tenant's)
+``groundproxy_guard_seconds{tenant}``                 guard time per answer (off the event loop;
+                                                      0 for an unguarded tenant's)
 ``groundproxy_guard_overload_total{tenant,outcome}``  guards not run in time: ``shed``
                                                       (on_overload: unverified), ``rejected``
                                                       (429), ``overrun`` (past the budget)
@@ -218,6 +221,13 @@ class Metrics:
         self.actions.labels(tenant, report.action).inc()
         for claim in report.claims:
             self.verdicts.labels(tenant, str(claim.verdict)).inc()
+
+    def observe_unguarded(self, tenant: str) -> None:
+        """One answer of a tenant whose guard is off (``guard: false``): its action
+        (``unverified``) and a guard time of 0 s, what its ``x-groundproxy-latency-ms`` says;
+        no verdicts, since nothing was judged."""
+        self.guard_seconds.labels(tenant).observe(0.0)
+        self.actions.labels(tenant, "unverified").inc()
 
     def observe_overload(self, tenant: str, outcome: str) -> None:
         """One guard ``shed``, ``rejected`` (429) or ``overrun`` (past its budget)."""

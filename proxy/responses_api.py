@@ -114,13 +114,17 @@ def to_chat(data: Json) -> Json:
 
 
 def _usage(usage: Json | None) -> Json:
-    prompt = int((usage or {}).get("prompt_tokens") or 0)
-    completion = int((usage or {}).get("completion_tokens") or 0)
+    """The chat ``usage`` as the Responses API's (every field the spec requires)."""
+    usage = usage or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": int(cached), "cache_write_tokens": 0},
         "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": int(reasoning)},
         "total_tokens": prompt + completion,
     }
 
@@ -175,9 +179,10 @@ def to_response(data: Json, body: Json, response_id: str) -> Json:
         "top_p": data.get("top_p"),
         "truncation": "disabled",
         "usage": _usage(body.get("usage")),
-        "user": data.get("user"),
         "metadata": data.get("metadata") or {},
     }
+    if data.get("user") is not None:  # the spec's `user` is a string, never null
+        response["user"] = data["user"]
     if "groundproxy" in body:
         response["groundproxy"] = body["groundproxy"]
     return response

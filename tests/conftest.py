@@ -189,6 +189,34 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
     return d
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _every_in_process_answer_matches_the_spec() -> Iterator[None]:
+    """Every answer an in-process test gets from the app (``httpx.ASGITransport``) is checked
+    against OpenAI's spec as it arrives (:func:`tests.spec_check.check_exchange`): each OpenAI
+    route's bodies and stream events, and every JSON error. A shape bug fails the test that
+    produced it, whatever that test asserts."""
+    import httpx
+
+    from tests.spec_check import check_exchange
+
+    original = httpx.ASGITransport.handle_async_request
+
+    async def checked(self: httpx.ASGITransport, request: httpx.Request) -> httpx.Response:
+        response = await original(self, request)
+        body = await response.aread()
+        kind = response.headers.get("content-type", "")
+        check_exchange(request.method, request.url.path, response.status_code, kind, body)
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=body, request=request
+        )
+
+    httpx.ASGITransport.handle_async_request = checked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        httpx.ASGITransport.handle_async_request = original  # type: ignore[method-assign]
+
+
 @pytest.fixture(autouse=True)
 def _structlog_defaults_after_cli_tests() -> Iterator[None]:
     """A test that runs the CLI's ``main`` configures structlog to print to the sys.stderr of

@@ -93,3 +93,65 @@ def check_stream(text: str) -> list[dict[str, Any]]:
         check("CreateChatCompletionStreamResponse", event)
         chunks.append(event)
     return chunks
+
+
+# What each OpenAI route answers: (the body's schema, each streamed event's schema).
+ROUTES: dict[str, tuple[str, str | None]] = {
+    "/chat/completions": ("CreateChatCompletionResponse", "CreateChatCompletionStreamResponse"),
+    "/completions": ("CreateCompletionResponse", "CreateCompletionResponse"),
+    "/responses": ("Response", "ResponseStreamEvent"),
+    "/embeddings": ("CreateEmbeddingResponse", None),
+    "/models": ("ListModelsResponse", None),
+}
+CHECKED: dict[str, int] = {}  # schema name → instances validated so far (this process)
+
+
+def _route(path: str) -> tuple[str, str | None] | None:
+    bare = path.removeprefix("/v1")
+    if bare.startswith("/models/") and bare.count("/") == 2:
+        return ("Model", None)
+    return ROUTES.get(bare)
+
+
+@functools.cache
+def _event_schemas() -> dict[str, str]:
+    """Responses stream event ``type`` → its schema (ResponseStreamEvent's alternatives)."""
+    schemas = _spec()["components"]["schemas"]
+    out = {}
+    for alt in schemas["ResponseStreamEvent"]["anyOf"]:
+        name = alt["$ref"].rsplit("/", 1)[1]
+        kind = schemas[name].get("properties", {}).get("type", {})
+        for value in kind.get("enum", []) + ([kind["const"]] if "const" in kind else []):
+            out[value] = name
+    return out
+
+
+def _counted(name: str, instance: Any) -> None:
+    if name == "ResponseStreamEvent":  # the one alternative its type names: precise errors
+        if not isinstance(instance, dict) or instance.get("type") not in _event_schemas():
+            raise SpecError(f"ResponseStreamEvent: unknown event {str(instance)[:200]}")
+        name = _event_schemas()[instance["type"]]
+    check(name, instance)
+    CHECKED[name] = CHECKED.get(name, 0) + 1
+
+
+def check_exchange(method: str, path: str, status: int, content_type: str, body: bytes) -> None:
+    """Validate one HTTP answer the proxy gave: an OpenAI route's body or every streamed
+    event against its schema, and any JSON error (any route) as ``ErrorResponse``."""
+    route = _route(path)
+    if "text/event-stream" in content_type:
+        if route is None or route[1] is None:
+            return
+        for event in sse_events(body.decode("utf-8")):
+            is_error = "error" in event and "choices" not in event and "type" not in event
+            _counted("ErrorResponse" if is_error else route[1], event)
+        return
+    if not content_type.startswith("application/json") or method == "HEAD" or not body:
+        return
+    doc = json.loads(body)
+    if status >= 400:
+        if isinstance(doc, dict) and "error" in doc:
+            _counted("ErrorResponse", doc)
+        return
+    if route is not None and method in ("GET", "POST"):
+        _counted(route[0], doc)

@@ -14,7 +14,7 @@ from groundproxy.proxy.body import ChatRequest
 from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
 from groundproxy.proxy.guarding import GuardService
-from groundproxy.proxy.headers import NO_BUFFERING, response_headers
+from groundproxy.proxy.headers import NO_BUFFERING, asks_buffer, response_headers
 from groundproxy.proxy.metered import MeteredStream
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.openai_shape import wants_usage
@@ -47,7 +47,8 @@ async def chat_completions(
     trace = await trace_for(
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
     )
-    if wants_sentence_mode(req, loaded) or wants_relay(req, loaded):
+    sentence = wants_sentence_mode(req, loaded) and not asks_buffer(request.headers)
+    if sentence or wants_relay(req, loaded):
         # stream: sentence (proxy.sentence_stream), or unguarded: relayed (proxy.relay_stream)
         return await _incremental_response(
             request, req, loaded, upstream, guard, rid, trace, state.metrics
@@ -98,6 +99,8 @@ async def _incremental_response(
     step_id = new_step_id()
 
     async def on_report(report: GuardReport) -> None:
+        if not loaded.policy.guard:  # relayed: one action per answer (sentence mode: its own)
+            metrics.observe_unguarded(loaded.policy.tenant)
         if trace is not None:
             await record_step(
                 trace,

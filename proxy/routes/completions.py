@@ -38,13 +38,13 @@ def _prompt_text(prompt: Any) -> str:
 
 
 def _chunks(body: dict[str, Any]) -> Iterator[bytes]:
+    """The whole guarded body as ``text_completion`` chunks: one per choice (with its
+    finish reason: each chunk validates as ``CreateCompletionResponse``), then one with
+    ``choices: []`` carrying the usage and the ``groundproxy`` object."""
     base = {k: body.get(k) for k in ("id", "object", "created", "model")}
     for choice in body.get("choices") or []:
-        yield sse({**base, "choices": [{**choice, "finish_reason": None}]})
-    last: dict[str, Any] = {**base, "choices": [
-        {"index": c.get("index", 0), "text": "", "logprobs": None,
-         "finish_reason": c.get("finish_reason")} for c in body.get("choices") or []
-    ]}  # fmt: skip
+        yield sse({**base, "choices": [choice]})
+    last: dict[str, Any] = {**base, "choices": []}
     for key in ("usage", "groundproxy"):
         if body.get(key):
             last[key] = body[key]
@@ -75,7 +75,10 @@ async def completions(
             continue
         report = await services.guard.guard(text, prompt, [("user", prompt)], policy)
         reports.append(report)
+        if report.text != text:  # its logprobs describe tokens the guard replaced
+            choice["logprobs"] = None
         choice["text"] = report.text
+        choice.setdefault("logprobs", None)  # the spec requires it (nullable)
         if report.blocked:
             choice["finish_reason"] = "content_filter"
     report = reports[0] if reports else GuardReport("", "", [], trust=1.0, action="none")

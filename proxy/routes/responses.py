@@ -68,8 +68,9 @@ def _item_events(ev: _Events, index: int, item: Json) -> Iterator[bytes]:
 def response_events(response: Json) -> Iterator[bytes]:
     """The whole (guarded) response as the Responses API's stream events."""
     ev = _Events()
-    start = {**response, "status": "in_progress", "output": [], "usage": None}
-    start.pop("groundproxy", None)
+    start = {**response, "status": "in_progress", "output": []}
+    for known_at_the_end in ("groundproxy", "usage"):  # the spec's usage is never null
+        start.pop(known_at_the_end, None)
     yield ev("response.created", response=start)
     yield ev("response.in_progress", response=start)
     for index, item in enumerate(response["output"]):
