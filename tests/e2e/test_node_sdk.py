@@ -18,15 +18,13 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 from tests.api.test_openai_shapes import RULES, WEATHER_ARGS
-from tests.conftest import KEYS, UPSTREAM_SCRIPT, _policy, share_index
+from tests.conftest import KEYS, UPSTREAM_SCRIPT
 from tests.e2e.test_endpoints_sdk import MODELS
+from tests.e2e.three_tenants import three_tenant_server
 
 pytestmark = pytest.mark.slow
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
@@ -36,37 +34,15 @@ EXPECTED_PASSED = 24
 TENANTS = ("acme", "sentence", "loose")  # buffer, sentence, guard off (relay when streamed)
 
 
-def _on_index() -> dict[str, Any]:
-    """The shared acme index and the endpoint tests' models (fresh dicts: share_index edits
-    each tenant's own ``retrieval``)."""
-    return {"retrieval": {"index": "acme"}, "upstream": {"models": dict(MODELS)}}
-
-
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("node-sdk")
-    script = work / "script.json"
-    script.write_text(json.dumps({"rules": [*RULES, *UPSTREAM_SCRIPT["rules"]]}), encoding="utf-8")
-    up_port, port = free_port(), free_port()
-    upstream = start_fake_upstream(up_port, script)
-    policies = work / "policies"
-    policies.mkdir()
-    specs = {
-        "acme": _policy("acme", up_port, **_on_index()),
-        "sentence": _policy("sentence", up_port, stream="sentence", **_on_index()),
-        "loose": _policy("loose", up_port, guard=False, **_on_index()),
-    }
-    share_index(specs)
-    for tenant, spec in specs.items():
-        (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        proc = start_proxy(port, policies, data_dir, log_path=work / "proxy.log")
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        if proc is not None:
-            stop_process(proc)
-        stop_process(upstream)
+    with three_tenant_server(
+        tmp_path_factory.mktemp("node-sdk"),
+        data_dir,
+        [*RULES, *UPSTREAM_SCRIPT["rules"]],
+        upstream={"models": dict(MODELS)},
+    ) as url:
+        yield url
 
 
 def _tap_count(output: str, what: str) -> int:

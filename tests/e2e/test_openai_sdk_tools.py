@@ -6,20 +6,18 @@ stream mode, the SDK's ``.stream()`` helper), JSON mode and ``json_schema`` thro
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-import yaml
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel
 
-from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 from tests.api.test_openai_shapes import RULES, WEATHER_ARGS
-from tests.conftest import KEYS, _policy, share_index
+from tests.conftest import KEYS
+from tests.e2e.three_tenants import three_tenant_server
 from tests.spec_check import check
 
 pytestmark = pytest.mark.slow
@@ -44,29 +42,8 @@ class Warranty(BaseModel):
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("sdk-tools")
-    script = work / "script.json"
-    script.write_text(json.dumps({"rules": RULES}), encoding="utf-8")
-    up_port, port = free_port(), free_port()
-    upstream = start_fake_upstream(up_port, script)
-    policies = work / "policies"
-    policies.mkdir()
-    specs = {
-        "acme": _policy("acme", up_port, retrieval={"index": "acme"}),
-        "sentence": _policy("sentence", up_port, retrieval={"index": "acme"}, stream="sentence"),
-        "loose": _policy("loose", up_port, retrieval={"index": "acme"}, guard=False),
-    }
-    share_index(specs)
-    for tenant, spec in specs.items():
-        (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        proc = start_proxy(port, policies, data_dir, log_path=work / "proxy.log")
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        if proc is not None:
-            stop_process(proc)
-        stop_process(upstream)
+    with three_tenant_server(tmp_path_factory.mktemp("sdk-tools"), data_dir, RULES) as url:
+        yield url
 
 
 def client(base_url: str, tenant: str) -> openai.OpenAI:
