@@ -11,6 +11,7 @@ and ignores a possessive "'s".
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -127,6 +128,7 @@ def names_all(needles: Sequence[str], text: str) -> bool:
     return all(f" {normalize(n)} " in hay for n in needles)
 
 
+@functools.lru_cache(maxsize=8192)  # the same passages are normalized for every claim
 def normalize(text: str) -> str:
     """Lower-case, diacritics dropped ("Böðvarsson" → "bodvarsson"), possessive "'s"
     dropped, dotted acronyms joined ("U.S." → "us"), punctuation as spaces, single-spaced."""
@@ -141,6 +143,7 @@ _LETTERS = str.maketrans({"ð": "d", "Ð": "D", "þ": "th", "Þ": "Th", "æ": "a
                           "Ł": "L", "œ": "oe", "Œ": "Oe", "ı": "i"})  # fmt: skip
 
 
+@functools.lru_cache(maxsize=8192)
 def _fold(text: str) -> str:
     text = unicodedata.normalize("NFKD", text.translate(_LETTERS))
     return "".join(ch for ch in text if not unicodedata.combining(ch))

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from groundproxy.guards.entities import identifiers, mentions, named_entities, n
 from groundproxy.guards.polarity import denied
 from groundproxy.guards.quantities import UNITS, Quantity, extract_quantities
 from groundproxy.policies.schema import RulesPolicy
+
+QUANTITY_CACHE = 4096  # texts whose quantities are kept (frozen Quantity tuples)
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
 ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold
@@ -153,10 +156,15 @@ def _value_text(q: Quantity, e: Quantity) -> str:
     return ev
 
 
-def _quantities(text: str) -> list[Quantity]:
-    """The quantities of ``text`` but the numbers of its identifiers ("Item 150")."""
+@functools.lru_cache(maxsize=QUANTITY_CACHE)
+def _quantities(text: str) -> tuple[Quantity, ...]:
+    """The quantities of ``text`` but the numbers of its identifiers ("Item 150").
+
+    Cached by text: one answer's claims share their evidence passages, so without it the
+    same passage was parsed once per claim (~100 parses per 6-claim answer)."""
     ids = [span for _, span in identifiers(text)]
-    return [q for q in extract_quantities(text) if not any(s <= q.span[0] < e for s, e in ids)]
+    found = extract_quantities(text)
+    return tuple(q for q in found if not any(s <= q.span[0] < e for s, e in ids))
 
 
 def _find_mismatch(

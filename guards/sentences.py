@@ -74,7 +74,10 @@ def _segment(
 def _segment_window(start: int, piece: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     cursor = 0
-    for sent in _segmenter().segment(piece):
+    # pysbd's own ``segment`` then re-finds every sentence with a freshly compiled regex
+    # over the whole piece (re's cache thrashes: ~half its time); its processor's output
+    # is the same list of verbatim sentences, anchored here with the cursor.
+    for sent in _segmenter().processor(piece).process():
         if not sent:
             continue
         at = piece.find(sent, cursor)

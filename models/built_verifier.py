@@ -106,6 +106,7 @@ class BuiltVerifier:
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self._session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime / tokenizers raise their own types
             raise ModelLoadError(f"{self.name}: cannot load the model: {exc}") from exc

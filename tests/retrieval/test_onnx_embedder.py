@@ -52,6 +52,42 @@ def test_default_minilm_is_onnx_and_matches_torch(minilm: Embedder, torch_minilm
     np.testing.assert_allclose(one, a, atol=1e-4)
 
 
+def test_length_groups_bound_padding_and_cover_every_text() -> None:
+    lengths = [5, 140, 6, 7, 30, 31, 33, 256, 256, 256, 12]
+    groups = onnx_embedder.length_groups(lengths, batch_size=2)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert all(1 <= len(g) <= 2 for g in groups)
+    for g in groups:
+        pad = sum(max(lengths[i] for i in g) - lengths[i] for i in g)
+        real = sum(lengths[i] for i in g)
+        assert pad <= max(onnx_embedder.RUN_COST_TOKENS, onnx_embedder.PAD_SHARE * real)
+    # the long claim is never padded onto the short ones (the old pad-to-longest cost)
+    assert [1] in onnx_embedder.length_groups(lengths, batch_size=64)
+
+
+def test_concurrent_mixed_length_encodes_match_one_by_one(minilm: Embedder) -> None:
+    texts = [s * (i % 3 + 1) for i, s in enumerate(SENTENCES * 3)]
+    alone = np.stack([minilm.encode([t])[0] for t in texts])
+    results: list[np.ndarray] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        got = minilm.encode(list(reversed(texts)))[::-1]
+        with lock:
+            results.append(got)
+
+    if isinstance(minilm, OnnxEmbedder):
+        minilm.lru.clear()  # really run the model, from four threads at once
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    for got in results:
+        np.testing.assert_allclose(got, alone, atol=1e-4)
+
+
 def test_int8_is_close_but_named_apart(int8: Embedder, torch_minilm: Embedder) -> None:
     assert int8.name == "all-MiniLM-L6-v2-int8" and int8.dim == 384
     a, b = int8.encode(SENTENCES), torch_minilm.encode(SENTENCES)
