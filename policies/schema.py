@@ -125,6 +125,9 @@ class Policy(_Strict):
     # anyway (queue), answer at once marked unverified (refused under on_guard_error:
     # block), or answer 429 with retry-after (reject).
     on_overload: Literal["queue", "unverified", "reject"] = "queue"
+    # on_overload: queue — a request first waits, before its upstream call, until a guard
+    # starting now would end within the budget (at most this long; 0: no wait at arrival).
+    max_queue_ms: int = Field(default=30_000, ge=0)
     # Characters of an answer the guard verifies; the rest is returned marked unverified
     # (withheld under on_guard_error: block).
     max_answer_chars: int = Field(default=6000, ge=100)

@@ -9,9 +9,10 @@ calibrate, the benchmarks).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, TypedDict, Unpack
@@ -202,6 +203,29 @@ class GuardService:
             self.parts.metrics.observe_overload(policy.tenant, "rejected")
             raise overload_error(policy, wait_s)
         return decision == "run", wait_s
+
+    @contextlib.asynccontextmanager
+    async def arrival(self, policy: Policy) -> AsyncIterator[None]:
+        """``on_overload: queue``: hold the request before its upstream call until a guard
+        starting now would end within the budget, at most ``max_queue_ms``
+        (:meth:`proxy.admission.GuardQueue.hold`); the reserved place is given back when
+        the request ends without its guard having taken it over."""
+        if not (policy.guard and policy.on_overload == "queue" and policy.max_queue_ms > 0):
+            yield
+            return
+        reservation, held_s = await self.parts.queue.hold(
+            policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0
+        )
+        if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
+            self.parts.metrics.observe_overload(policy.tenant, "hold_expired")
+            log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
+        elif held_s > 0.0:
+            self.parts.metrics.observe_overload(policy.tenant, "held")
+        try:
+            yield
+        finally:
+            if reservation is not None:
+                reservation.release()
 
     async def check(
         self,

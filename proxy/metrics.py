@@ -12,7 +12,9 @@ What is measured:
                                                       0 for an unguarded tenant's)
 ``groundproxy_guard_overload_total{tenant,outcome}``  guards not run in time: ``shed``
                                                       (on_overload: unverified), ``rejected``
-                                                      (429), ``overrun`` (past the budget)
+                                                      (429), ``overrun`` (past the budget);
+                                                      requests ``held`` before their upstream
+                                                      call, ``hold_expired`` after max_queue_ms
 ``groundproxy_upstream_seconds{tenant}``              upstream time per answer (every mode:
                                                       a stream until its last chunk)
 ``groundproxy_tokens_total{tenant,kind}``             prompt/completion tokens the upstream
@@ -230,7 +232,9 @@ class Metrics:
         self.actions.labels(tenant, "unverified").inc()
 
     def observe_overload(self, tenant: str, outcome: str) -> None:
-        """One guard ``shed``, ``rejected`` (429) or ``overrun`` (past its budget)."""
+        """One guard ``shed``, ``rejected`` (429) or ``overrun`` (past its budget), or one
+        request ``held`` before its upstream call (``on_overload: queue``) or let go
+        unheld after ``max_queue_ms`` (``hold_expired``)."""
         self.overloads.labels(tenant, outcome).inc()
 
     def observe_upstream(

@@ -48,27 +48,29 @@ async def chat_completions(
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
     )
     sentence = wants_sentence_mode(req, loaded) and not asks_buffer(request.headers)
-    if sentence or wants_relay(req, loaded):
-        # stream: sentence (proxy.sentence_stream), or unguarded: relayed (proxy.relay_stream)
-        return await _incremental_response(
-            request, req, loaded, upstream, guard, rid, trace, state.metrics
-        )
-    try:
-        done = await cancel_on_disconnect(
-            request,
-            guarded_completion(
-                req,
-                loaded,
-                upstream,
-                guard,
-                state.metrics,
-                rid,
-                stream_upstream=req.stream,
-                trace=trace,
-            ),
-        )
-    except ClientDisconnected:
-        return Response(status_code=499)  # nobody is listening; the upstream call was cancelled
+    # on_overload: queue — wait for guard room before the upstream is called (proxy.admission)
+    async with guard.arrival(loaded.policy):
+        if sentence or wants_relay(req, loaded):
+            # stream: sentence (proxy.sentence_stream), or unguarded: relayed
+            return await _incremental_response(
+                request, req, loaded, upstream, guard, rid, trace, state.metrics
+            )
+        try:
+            done = await cancel_on_disconnect(
+                request,
+                guarded_completion(
+                    req,
+                    loaded,
+                    upstream,
+                    guard,
+                    state.metrics,
+                    rid,
+                    stream_upstream=req.stream,
+                    trace=trace,
+                ),
+            )
+        except ClientDisconnected:
+            return Response(status_code=499)  # nobody listens; the upstream call was cancelled
     if not req.stream:
         return JSONResponse(done.body, headers=done.headers)
 
