@@ -45,18 +45,22 @@ HOLD_SHARE = 0.5
 
 
 class Reservation:
-    """A request's place among the guards to come, from its arrival hold to its first guard."""
+    """A request's place among the guards to come, from its arrival hold to its first guard
+    — or until ``ttl_s`` has passed, so a place nobody gives back (a stream whose body was
+    never read) cannot inflate the estimate for ever."""
 
-    def __init__(self, queue: GuardQueue) -> None:
+    def __init__(self, queue: GuardQueue, ttl_s: float) -> None:
         self.queue = queue
-        self.active = True
+        self.expires = time.monotonic() + ttl_s
+
+    @property
+    def active(self) -> bool:
+        return self in self.queue._reservations and time.monotonic() < self.expires
 
     def release(self) -> None:
         """Give the place back (taken over by a guard, or the request needs none)."""
         with self.queue.lock:
-            if self.active:
-                self.active = False
-                self.queue.reserved -= 1
+            self.queue._reservations.discard(self)
 
 
 # The current request's reservation (set by the hold; the guard's ``enter`` takes it over).
@@ -107,10 +111,22 @@ class GuardQueue:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.lock = threading.Lock()
         self.in_flight = 0  # queued or running (abandoned-but-running included)
-        self.reserved = 0  # held requests let through whose guard has not entered yet
+        # held requests let through whose guard has not entered yet (see ``reserved``)
+        self._reservations: set[Reservation] = set()
         self.recent_s = 0.0  # EWMA of guard thread time; 0 until the first guard ends
         self._limiter: anyio.CapacityLimiter | None = None
         self._gate: anyio.Lock | None = None  # arrival order for held requests
+
+    @property
+    def reserved(self) -> int:
+        """Live reservations (expired ones are dropped here)."""
+        with self.lock:
+            return self._live_reservations()
+
+    def _live_reservations(self) -> int:
+        now = time.monotonic()
+        self._reservations = {r for r in self._reservations if r.expires > now}
+        return len(self._reservations)
 
     def limiter(self) -> anyio.CapacityLimiter:
         if self._limiter is None:  # made in the event loop that uses it
@@ -120,13 +136,16 @@ class GuardQueue:
     def estimate(self) -> tuple[float, float]:
         """(estimated wait, recent guard time) in seconds for a guard that starts now."""
         with self.lock:
-            ahead = max(0, self.in_flight + self.reserved - self.workers + 1)
+            ahead = max(0, self.in_flight + self._live_reservations() - self.workers + 1)
             return ahead * self.recent_s / self.workers, self.recent_s
 
-    async def hold(self, budget_s: float, max_s: float) -> tuple[Reservation | None, float]:
+    async def hold(
+        self, budget_s: float, max_s: float, ttl_s: float = 120.0
+    ) -> tuple[Reservation | None, float]:
         """Wait, in arrival order, until a guard starting now would end within ``budget_s``
         (or would wait for none), for at most ``max_s``; then reserve a place (module
-        docstring). Returns (the reservation — None when the wait ran out —, seconds held)."""
+        docstring), kept at most ``ttl_s``. Returns (the reservation — None when the wait ran
+        out —, seconds held)."""
         if self._gate is None:  # made in the event loop that uses it
             self._gate = anyio.Lock()
         began = time.monotonic()
@@ -138,9 +157,9 @@ class GuardQueue:
                 # room: within the budget, or nothing ahead (a guard slower than its budget
                 # alone gains nothing from waiting)
                 if wait_s + guard_s <= HOLD_SHARE * budget_s or wait_s == 0.0:
+                    reservation = Reservation(self, ttl_s)
                     with self.lock:
-                        self.reserved += 1
-                    reservation = Reservation(self)
+                        self._reservations.add(reservation)
                     _RESERVATION.set(reservation)
                     return reservation, held
                 if held >= max_s:

@@ -38,6 +38,7 @@ from groundproxy.guards import (
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapters import AdapterCache
+from groundproxy.proxy.admission import Reservation
 from groundproxy.proxy.guard_build import GuardParts, build_parts
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
@@ -71,6 +72,24 @@ async def off_loop(
     end = time.monotonic() + REPORT_S
     call = functools.partial(fn, answer, policy, *args, halt=lambda: time.monotonic() >= end)
     return await anyio.to_thread.run_sync(call)
+
+
+class Held:
+    """A request's pass through the arrival hold (:meth:`GuardService.arrival`)."""
+
+    def __init__(self, reservation: Reservation | None) -> None:
+        self.reservation = reservation
+        self.detached = False
+
+    def release(self) -> None:
+        if self.reservation is not None:
+            self.reservation.release()
+
+    def detach(self) -> Callable[[], None]:
+        """Hand the place on (a stream: its first segment guard takes it over); the caller
+        calls what this returns when the stream ends."""
+        self.detached = True
+        return self.release
 
 
 class GuardService:
@@ -205,27 +224,31 @@ class GuardService:
         return decision == "run", wait_s
 
     @contextlib.asynccontextmanager
-    async def arrival(self, policy: Policy) -> AsyncIterator[None]:
+    async def arrival(self, policy: Policy) -> AsyncIterator[Held]:
         """``on_overload: queue``: hold the request before its upstream call until a guard
         starting now would end within the budget, at most ``max_queue_ms``
         (:meth:`proxy.admission.GuardQueue.hold`); the reserved place is given back when
-        the request ends without its guard having taken it over."""
+        the request ends without its guard having taken it over — or, for a stream handed
+        on with :meth:`Held.detach`, when the stream ends."""
         if not (policy.guard and policy.on_overload == "queue" and policy.max_queue_ms > 0):
-            yield
+            yield Held(None)
             return
         reservation, held_s = await self.parts.queue.hold(
-            policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0
+            policy.latency_budget_ms / 1000.0,
+            policy.max_queue_ms / 1000.0,
+            ttl_s=policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0,
         )
         if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
             self.parts.metrics.observe_overload(policy.tenant, "hold_expired")
             log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
         elif held_s > 0.0:
             self.parts.metrics.observe_overload(policy.tenant, "held")
+        held = Held(reservation)
         try:
-            yield
+            yield held
         finally:
-            if reservation is not None:
-                reservation.release()
+            if not held.detached:
+                held.release()
 
     async def check(
         self,

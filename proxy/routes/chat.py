@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -13,7 +13,7 @@ from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import ChatRequest
 from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.guarding import GuardService, Held
 from groundproxy.proxy.headers import NO_BUFFERING, asks_buffer, response_headers
 from groundproxy.proxy.metered import MeteredStream
 from groundproxy.proxy.metrics import Metrics
@@ -49,11 +49,11 @@ async def chat_completions(
     )
     sentence = wants_sentence_mode(req, loaded) and not asks_buffer(request.headers)
     # on_overload: queue — wait for guard room before the upstream is called (proxy.admission)
-    async with guard.arrival(loaded.policy):
+    async with guard.arrival(loaded.policy) as held:
         if sentence or wants_relay(req, loaded):
             # stream: sentence (proxy.sentence_stream), or unguarded: relayed
             return await _incremental_response(
-                request, req, loaded, upstream, guard, rid, trace, state.metrics
+                request, req, loaded, upstream, guard, rid, trace, state.metrics, held
             )
         try:
             done = await cancel_on_disconnect(
@@ -90,9 +90,12 @@ async def _incremental_response(
     rid: str,
     trace: TraceRequest | None,
     metrics: Metrics,
+    held: Held,
 ) -> Response:
     """Open the upstream stream first (its errors keep their status), then stream it as
-    it comes: sentence by sentence once verified, or relayed when the guard is off."""
+    it comes: sentence by sentence once verified, or relayed when the guard is off. The
+    arrival hold's place goes with the stream (its first segment guard takes it over) and
+    is given back when the stream ends."""
     try:
         opened = await cancel_on_disconnect(request, open_sentence_stream(req, loaded, upstream))
     except ClientDisconnected:
@@ -121,5 +124,18 @@ async def _incremental_response(
         events = sentence_events(req, loaded, stream, guard, step_id, on_report)
         headers = response_headers("sentence", loaded.policy_id, step_id, rid)
     return StreamingResponse(
-        events, media_type="text/event-stream", headers={**headers, **NO_BUFFERING}
+        _releasing(events, held.detach()),
+        media_type="text/event-stream",
+        headers={**headers, **NO_BUFFERING},
     )
+
+
+async def _releasing(
+    events: AsyncIterator[bytes], release: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    """``events``, then ``release`` however the stream ends (done, error, disconnect)."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        release()

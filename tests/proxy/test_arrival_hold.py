@@ -129,3 +129,31 @@ def test_arrival_holds_queue_tenants_only_and_releases_on_exit(service: GuardSer
     assert took[1] < 0.05 and took[2] < 0.05
     assert _overloads(service, "q").get("hold_expired") == 1.0
     assert queue.reserved == 0
+
+
+def test_a_place_nobody_gives_back_expires() -> None:
+    queue = GuardQueue(workers=1)
+    queue.recent_s = 0.1
+
+    async def go() -> None:
+        reservation, _ = await queue.hold(budget_s=1.0, max_s=1.0, ttl_s=0.05)
+        assert reservation is not None and reservation.active and queue.reserved == 1
+        await anyio.sleep(0.1)
+        assert not reservation.active and queue.reserved == 0
+
+    anyio.run(go)
+
+
+def test_a_detached_place_outlives_the_handler_until_the_stream_ends(
+    service: GuardService,
+) -> None:
+    policy = local_policy("s")
+
+    async def go() -> None:
+        async with service.arrival(policy) as held:
+            release = held.detach()
+        assert service.parts.queue.reserved == 1  # the stream still holds it
+        release()
+        assert service.parts.queue.reserved == 0
+
+    anyio.run(go)
