@@ -36,8 +36,8 @@ class Settings(BaseSettings):
     cache: Path | None = None
     # Micro-batching of embedder/verifier calls across concurrent requests (models.batching):
     # wait up to this long for other requests' items; 0 (default) turns it off. Opt-in: at
-    # 16 concurrent guards on 2 cores, 2 ms gave 1.11x answers/s with the embedhead verifier
-    # but 0.80x with lexical (bench/results/batching.txt).
+    # 16 concurrent guards on 2 cores, 2 ms gives 1.55x answers/s in-process (embedhead) but
+    # no gain through serve at c=16 (bench/results/batching.txt, latency-batch2.txt).
     batch_window_ms: float = 0.0
     batch_max: int = 64
     # Guards running at once (proxy.admission); 0: one per core (batch_max with batching on).
