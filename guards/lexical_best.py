@@ -18,9 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from groundproxy.guards.lexical import ALPHA
-from groundproxy.guards.tfidf import _vectorizer
-
-_ANALYZE = _vectorizer().build_analyzer()
+from groundproxy.guards.tfidf import analyze
 
 
 class LexicalScorer:
@@ -33,7 +31,7 @@ class LexicalScorer:
     def _counts(self, text: str) -> Counter[str]:
         found = self._terms.get(text)
         if found is None:
-            found = self._terms[text] = Counter(_ANALYZE(text))
+            found = self._terms[text] = Counter(analyze(text))
         return found
 
     def best(self, text: str, passages: Sequence[str], question: str | None) -> float:
