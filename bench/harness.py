@@ -148,11 +148,21 @@ def build_index(cache: Path, chunks: int, real_budget_s: float) -> dict[str, Any
 # ---------------------------------------------------------------- servers
 
 
+#: The bench tenants, all on one index: guard on/off, through litellm or the direct
+#: OpenAI-wire client (``upstream.transport: openai``).
+TENANTS = {
+    "plain": (False, "litellm"),
+    "guarded": (True, "litellm"),
+    "plainwire": (False, "openai"),
+    "guardedwire": (True, "openai"),
+}
+
+
 def write_policies(folder: Path, upstream_port: int) -> dict[str, str]:
-    """Two tenants on the same index: ``plain`` (guard off) and ``guarded``; returns keys."""
+    """The :data:`TENANTS`, sharing one index; returns their keys."""
     folder.mkdir(parents=True, exist_ok=True)
     keys = {}
-    for tenant, guard in (("plain", False), ("guarded", True)):
+    for tenant, (guard, transport) in TENANTS.items():
         keys[tenant] = f"sk-bench-{tenant}"
         policy: dict[str, Any] = {
             "tenant": tenant,
@@ -161,11 +171,12 @@ def write_policies(folder: Path, upstream_port: int) -> dict[str, str]:
             "upstream": {
                 "model": "openai/bench",
                 "api_base": f"http://127.0.0.1:{upstream_port}/v1",
+                "transport": transport,
             },
-            # both tenants use one index, so both policies say it is shared
+            # every tenant uses one index, so every policy says it is shared
             "retrieval": {
                 "index": INDEX,
-                "shared_with": ["guarded" if tenant == "plain" else "plain"],
+                "shared_with": sorted(set(TENANTS) - {tenant}),
             },
             "latency_budget_ms": 10000,
         }

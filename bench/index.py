@@ -49,18 +49,62 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q))
 
 
-def bench_size(n: int, queries: int, tmp: Path, max_build_s: float) -> dict[str, float]:
+def clustered(rng: np.random.Generator, centers: np.ndarray, n: int) -> np.ndarray:
+    """Points around random topic centres (cosine ~0.74 to their centre, ~0.55 to a
+    neighbour): text embeddings cluster by topic; uniform random vectors are the worst case."""
+    pick = rng.integers(0, centers.shape[0], size=n)
+    v = centers[pick] + 0.9 * unit(rng, n)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v
+
+
+def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """Brute-force top-k labels by cosine (the recall reference), in blocks."""
+    best_s = np.full((queries.shape[0], 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((queries.shape[0], 0), dtype=np.int64)
+    for start in range(0, data.shape[0], 100_000):
+        sims = queries @ data[start : start + 100_000].T
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        best_s = np.concatenate([best_s, np.take_along_axis(sims, top, 1)], axis=1)
+        best_i = np.concatenate([best_i, top + start], axis=1)
+        keep = np.argsort(-best_s, axis=1)[:, :k]
+        best_s = np.take_along_axis(best_s, keep, 1)
+        best_i = np.take_along_axis(best_i, keep, 1)
+    return best_i
+
+
+def bench_size(
+    n: int,
+    queries: int,
+    tmp: Path,
+    max_build_s: float,
+    *,
+    threads: int = 1,
+    ef_construction: int = 200,
+    vectors: str = "uniform",
+    recall_queries: int = 200,
+) -> dict[str, float]:
     from groundproxy.retrieval.vector_index import HnswVectorIndex
 
     rng = np.random.default_rng(n)
+    centers = unit(rng, 5000)
+
+    def make(m: int) -> np.ndarray:
+        return unit(rng, m) if vectors == "uniform" else clustered(rng, centers, m)
+
+    data = np.empty((n, DIM), dtype=np.float32)
+    for start in range(0, n, 50_000):
+        data[start : start + 50_000] = make(min(50_000, n - start))
     before = rss_mb()
-    index = HnswVectorIndex(DIM, max_elements=n)
+    index = HnswVectorIndex(
+        DIM, max_elements=n, ef_construction=ef_construction, add_threads=threads
+    )
     t0 = time.perf_counter()
     step = 50_000
     reached = 0
     for start in range(0, n, step):
         m = min(step, n - start)
-        index.add(range(start, start + m), unit(rng, m))
+        index.add(range(start, start + m), data[start : start + m])
         reached = start + m
         if time.perf_counter() - t0 > max_build_s and reached < n:
             break
@@ -69,7 +113,11 @@ def bench_size(n: int, queries: int, tmp: Path, max_build_s: float) -> dict[str,
     path = tmp / f"idx-{n}.bin"
     index.save(path)
     size_mb = path.stat().st_size / 2**20
-    qs = unit(rng, queries)
+    if vectors == "uniform":
+        qs = unit(rng, queries)
+    else:  # a claim near its evidence: a built point, perturbed (cosine ~0.9)
+        near = data[rng.integers(0, reached, size=queries)] + 0.5 * unit(rng, queries)
+        qs = (near / np.linalg.norm(near, axis=1, keepdims=True)).astype(np.float32)
     lat = []
     for i in range(queries):
         t = time.perf_counter()
@@ -78,7 +126,11 @@ def bench_size(n: int, queries: int, tmp: Path, max_build_s: float) -> dict[str,
     t = time.perf_counter()
     index.query(qs, 3)
     batch_ms = (time.perf_counter() - t) * 1000 / queries
-    del index
+    rq = qs[:recall_queries]
+    got, _ = index.query(rq, 10)
+    want = exact_top(data[:reached], rq, 10)
+    recall = float(np.mean([len(set(g) & set(w)) / 10 for g, w in zip(got, want, strict=True)]))
+    del index, data
     path.unlink()
     return {
         "target": n,
@@ -88,6 +140,7 @@ def bench_size(n: int, queries: int, tmp: Path, max_build_s: float) -> dict[str,
         "p50_ms": pct(lat, 50),
         "p99_ms": pct(lat, 99),
         "batched_ms_per_query": batch_ms,
+        "recall10": recall,
         "rss_mb": mem,
         "file_mb": size_mb,
         "rss_mb_per_million": mem * 1e6 / reached,
@@ -210,6 +263,9 @@ def main() -> None:
     p.add_argument("--ingest-chunks", type=int, default=1000)
     p.add_argument("--embedders", default="minilm-torch,minilm,minilm-int8")
     p.add_argument("--skip-lru", action="store_true")
+    p.add_argument("--threads", default="1", help="add threads per build, comma-separated")
+    p.add_argument("--ef-construction", type=int, default=200)
+    p.add_argument("--vectors", default="uniform", help="uniform and/or clustered")
     args = p.parse_args()
     print(
         f"cpus {os.cpu_count()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
@@ -221,22 +277,33 @@ def main() -> None:
         sizes = [int(x) for x in args.sizes.split(",") if x]
         if sizes:
             print(
-                "\n| target | chunks built | build s | adds/s | full build s (extrap.) | "
-                "query p50 ms | query p99 ms | batched ms/q | RSS MB | file MB | "
-                "RSS MB / 1M | file MB / 1M |"
+                f"\nHNSW M=16, ef_construction={args.ef_construction}; recall@10 of 200 "
+                "queries against brute force"
             )
-            print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for n in sizes:
-            r = bench_size(n, args.queries, tmp, args.max_build_s)
-            full = r["build_s"] if r["chunks"] == n else n / r["rate"]
-            mark = "" if r["chunks"] == n else " (stopped)"
             print(
-                f"| {n:,} | {r['chunks']:,.0f}{mark} | {r['build_s']:.1f} | {r['rate']:.0f} | "
-                f"{full:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
-                f"{r['batched_ms_per_query']:.3f} | {r['rss_mb']:.0f} | {r['file_mb']:.0f} | "
-                f"{r['rss_mb_per_million']:.0f} | {r['file_mb_per_million']:.0f} |",
-                flush=True,
+                "| vectors | add threads | target | chunks built | build s | adds/s | "
+                "full build s (extrap.) | query p50 ms | query p99 ms | batched ms/q | "
+                "recall@10 | RSS MB | file MB | RSS MB / 1M | file MB / 1M |"
             )
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for n in sizes:
+            for kind in args.vectors.split(","):
+                for threads in (int(x) for x in args.threads.split(",")):
+                    r = bench_size(
+                        n, args.queries, tmp, args.max_build_s, threads=threads,
+                        ef_construction=args.ef_construction, vectors=kind,
+                    )  # fmt: skip
+                    full = r["build_s"] if r["chunks"] == n else n / r["rate"]
+                    mark = "" if r["chunks"] == n else " (stopped)"
+                    print(
+                        f"| {kind} | {threads} | {n:,} | {r['chunks']:,.0f}{mark} | "
+                        f"{r['build_s']:.1f} | {r['rate']:.0f} | {full:.0f} | "
+                        f"{r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
+                        f"{r['batched_ms_per_query']:.3f} | {r['recall10']:.3f} | "
+                        f"{r['rss_mb']:.0f} | {r['file_mb']:.0f} | "
+                        f"{r['rss_mb_per_million']:.0f} | {r['file_mb_per_million']:.0f} |",
+                        flush=True,
+                    )
         if args.ingest_chunks:
             rows = bench_ingest(args.ingest_chunks, tmp, args.embedders.split(","))
             print(

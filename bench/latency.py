@@ -1,15 +1,17 @@
 """Latency bench: what groundproxy adds to a chat completion, against LiteLLM's proxy.
 
-One run, all on 127.0.0.1, four paths to the same instant fake upstream, which gives every
+One run, all on 127.0.0.1, six paths to the same instant fake upstream, which gives every
 request a DISTINCT 5-claim answer (bench.answers: first sentences of other indexed
 documents, ~30 % with a wrong value), so the verdict cache serves nothing; a last pass at
 concurrency 1 repeats the first pass's answers and gives the cache-hit figure separately:
 ``direct`` (the upstream itself), ``litellm`` (the LiteLLM proxy server, from its own venv,
 no database), ``gp-off`` and ``gp-on`` (one ``groundproxy serve`` process, a guard-off and a
-guard-on tenant on one ~100k-chunk index). Measured in the same run, interleaved so machine
-noise hits every path alike: p50/p99 at concurrency 1 (round-robin, one request per path
-per round) and 16 (rounds of 1/4 of the requests per path, rotating order), throughput at
-concurrency 16, time to first byte of streams, and each server's RSS before and after.
+guard-on tenant on one ~100k-chunk index, upstream through litellm) and ``gp-off-wire`` /
+``gp-on-wire`` (the same, ``upstream.transport: openai``: the direct OpenAI-wire client).
+Measured in the same run, interleaved so machine noise hits every path alike: p50/p99 at
+concurrency 1 (round-robin, one request per path per round) and 16 (rounds of 1/4 of the
+requests per path, rotating order), throughput at concurrency 16, time to first byte of
+streams, and each server's RSS before and after.
 
     nice -n 5 .venv/bin/python -m bench.latency [--litellm-bin PATH] [--cache DIR]
 
@@ -38,7 +40,7 @@ import httpx
 from bench import harness as h
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PATHS = ("direct", "litellm", "gp-off", "gp-on")
+PATHS = ("direct", "litellm", "gp-off", "gp-on", "gp-off-wire", "gp-on-wire")
 
 
 def _args() -> argparse.Namespace:
@@ -217,25 +219,30 @@ def _ratios(by: dict[str, dict[str, Any]]) -> list[str]:
 
 def _goals(by: dict[str, dict[str, Any]]) -> list[str]:
     """The goals of issue 13 (distinct answers, side by side in this run)."""
-    on, off, ll = by["gp-on"], by["gp-off"], by.get("litellm")
+    ll = by.get("litellm")
     out = ["", "Goals (distinct 5-claim answers):"]
-    if ll is None:
-        out.append("- guard off adds ≤ 0.5× LiteLLM's p50: NOT MEASURED (LiteLLM proxy absent)")
-    else:
+    for off_name in ("gp-off", "gp-off-wire"):
+        off = by[off_name]
+        if ll is None:
+            out.append(f"- {off_name} adds ≤ 0.5× LiteLLM's p50: NOT MEASURED (no LiteLLM proxy)")
+            continue
         ratio = off["c1_added_p50_ms"] / ll["c1_added_p50_ms"]
         out.append(
-            f"- guard off adds ≤ 0.5× LiteLLM's p50 (c=1): {'MET' if ratio <= 0.5 else 'NOT MET'}"
+            f"- {off_name} adds ≤ 0.5× LiteLLM's p50 (c=1): "
+            f"{'MET' if ratio <= 0.5 else 'NOT MET'}"
             f" ({off['c1_added_p50_ms']:.1f} vs {ll['c1_added_p50_ms']:.1f} ms: {ratio:.2f}×)"
         )
-    added = on["c1_added_p50_ms"]
-    out.append(
-        f"- guard on adds p50 ≤ 50 ms (c=1): {'MET' if added <= 50 else 'NOT MET'} "
-        f"({added:.1f} ms; guard time p50 {on['c1_guard_p50_ms']:.1f} ms)"
-    )
-    out.append(
-        f"- ≥ 40 guarded requests/s (c=16): "
-        f"{'MET' if on['c16_rps'] >= 40 else 'NOT MET'} ({on['c16_rps']:.1f} req/s)"
-    )
+    for on_name in ("gp-on", "gp-on-wire"):
+        on = by[on_name]
+        added = on["c1_added_p50_ms"]
+        out.append(
+            f"- {on_name} adds p50 ≤ 50 ms (c=1): {'MET' if added <= 50 else 'NOT MET'} "
+            f"({added:.1f} ms; guard time p50 {on['c1_guard_p50_ms']:.1f} ms)"
+        )
+        out.append(
+            f"- {on_name} ≥ 40 guarded requests/s (c=16): "
+            f"{'MET' if on['c16_rps'] >= 40 else 'NOT MET'} ({on['c16_rps']:.1f} req/s)"
+        )
     return out
 
 
@@ -284,7 +291,7 @@ def main() -> None:
     try:
         up, gp = stack.procs
         targets = [h.Target("direct", f"http://127.0.0.1:{stack.up_port}/v1/chat/completions")]
-        pids = {"direct": up.pid, "gp-off": gp.pid, "gp-on": gp.pid}
+        pids = {"direct": up.pid, **{name: gp.pid for name in PATHS[2:]}}
         if a.litellm_bin.is_file():
             ll_port, ll = h.start_litellm(a.litellm_bin, stack.work, stack.up_port)
             stack.procs.append(ll)
@@ -299,7 +306,12 @@ def main() -> None:
         else:
             notes.append(f"LiteLLM proxy SKIPPED: {a.litellm_bin} not found (see --litellm-bin)")
             print(notes[-1], flush=True)
-        targets += [stack.tenant("gp-off", "plain"), stack.tenant("gp-on", "guarded")]
+        targets += [
+            stack.tenant("gp-off", "plain"),
+            stack.tenant("gp-off-wire", "plainwire"),
+            stack.tenant("gp-on-wire", "guardedwire"),
+            stack.tenant("gp-on", "guarded"),
+        ]
         claims = asyncio.run(_check_claims(targets[-1], plan["warm"](0)))
         rows = asyncio.run(_measure(targets, pids, a, plan))
     finally:
@@ -316,7 +328,7 @@ def main() -> None:
         "answers (verdict-cache hits)",
         f"requests per path: c=1 {a.n1}, c=16 {a.n16}, "
         f"streams {a.stream_n}; cap {a.time_cap_s:.0f} s per phase and path",
-        "gp-off and gp-on share one groundproxy process, so their RSS is the same figure",
+        "every gp-* path shares one groundproxy process, so their RSS is the same figure",
         "'c1 guard p50': the x-groundproxy-latency-ms header (time inside the guard); "
         "'+p50': path p50 − direct p50",
         *notes,

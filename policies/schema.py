@@ -37,6 +37,10 @@ class UpstreamPolicy(_Strict):
     api_key_env: str | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     restrict_models: bool = False
+    # "openai": the OpenAI wire protocol spoken directly (proxy.upstream_wire; cheaper);
+    # "litellm": through litellm (any provider); "auto": "openai" for the model strings
+    # litellm would send to an OpenAI-compatible API unchanged (``openai/…``), else litellm.
+    transport: Literal["auto", "litellm", "openai"] = "auto"
 
 
 class RetrievalPolicy(_Strict):

@@ -129,6 +129,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             yield
         finally:
             state.ready = False
+            close = getattr(state.upstream, "aclose", None)
+            if close is not None:
+                await close()
 
 
 def create_app_from_env() -> FastAPI:

@@ -1,5 +1,9 @@
 """The upstream LLM call, through ``litellm.acompletion``, with errors mapped at the boundary.
 
+Calls to an OpenAI-compatible upstream skip litellm (``upstream.transport``: ``openai``, or
+``auto`` — the default — for an ``openai/…`` model string): they go to
+:class:`proxy.upstream_wire.WireUpstream` (the OpenAI wire protocol, spoken directly).
+
 :class:`UpstreamClient` implements the :class:`~proxy.upstream_types.Upstream` protocol
 (typed answers and deltas, one stream parser: proxy.upstream_types). litellm is imported
 lazily (in the app's lifespan) and only after ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set,
@@ -28,11 +32,12 @@ from groundproxy.proxy.upstream_types import (
     UpstreamStream,
     collect,
 )
+from groundproxy.proxy.upstream_wire import WIRE_PREFIXES, WireUpstream
 
 __all__ = [
     "ChunkStream", "Completion", "StreamDelta", "Upstream", "UpstreamAnswer", "UpstreamClient",
     "UpstreamStream", "is_connection_drop", "map_upstream_error", "resolve_model",
-    "upstream_kwargs",
+    "upstream_kwargs", "uses_wire",
 ]  # fmt: skip
 
 log = structlog.get_logger(__name__)
@@ -56,6 +61,13 @@ def import_litellm() -> Any:
     module: Any = litellm  # DEFAULT_MAX_RETRIES is not in litellm's declared exports
     module.DEFAULT_MAX_RETRIES = 0
     return litellm
+
+
+def uses_wire(upstream: UpstreamPolicy, model: str) -> bool:
+    """Does a call with litellm model string ``model`` go over the direct OpenAI wire?"""
+    if upstream.transport == "auto":
+        return model.startswith(WIRE_PREFIXES)
+    return upstream.transport == "openai"
 
 
 def resolve_model(upstream: UpstreamPolicy, client_model: str) -> str:
@@ -153,6 +165,21 @@ class UpstreamClient:
 
     def __init__(self) -> None:
         self._litellm = import_litellm()
+        self._wire_client: WireUpstream | None = None
+
+    def _wire(self, upstream: UpstreamPolicy, model: str) -> WireUpstream | None:
+        """The direct OpenAI-wire client, when the policy's transport picks it for ``model``."""
+        if not uses_wire(upstream, model):
+            return None
+        if self._wire_client is None:
+            self._wire_client = WireUpstream()
+        return self._wire_client
+
+    async def aclose(self) -> None:
+        """Close the direct client's connections (litellm's pool lives with the process)."""
+        if self._wire_client is not None:
+            await self._wire_client.aclose()
+            self._wire_client = None
 
     async def _acompletion(self, kwargs: dict[str, Any]) -> Any:
         """``litellm.acompletion``, retried once when a pooled connection was dropped
@@ -178,6 +205,8 @@ class UpstreamClient:
         stream: bool = False,
     ) -> UpstreamAnswer:
         """One completion; with ``stream`` the upstream streams and the chunks are collected."""
+        if wire := self._wire(upstream, model):
+            return await wire.complete(upstream, model, messages, extra, stream)
         if stream:
             return await collect(await self.stream(upstream, model, messages, extra))
         kwargs = upstream_kwargs(upstream, model, messages, extra)
@@ -198,6 +227,8 @@ class UpstreamClient:
     ) -> ChunkStream:
         """Open a streamed completion; connection and status errors raise here, before any
         byte is sent to the client."""
+        if wire := self._wire(upstream, model):
+            return await wire.stream(upstream, model, messages, extra)
         kwargs = upstream_kwargs(upstream, model, messages, extra)
         kwargs["stream"] = True
         started = time.perf_counter()
@@ -222,6 +253,8 @@ class UpstreamClient:
         self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: dict[str, Any]
     ) -> tuple[dict[str, Any], float]:
         """``litellm.aembedding``: the body as the upstream sent it (nothing to guard)."""
+        if wire := self._wire(upstream, model):
+            return await wire.embed(upstream, model, inputs, extra)
         kwargs = upstream_kwargs(upstream, model, [], {})
         del kwargs["messages"], kwargs["num_retries"]
         for name in ("dimensions", "encoding_format", "user"):

@@ -118,7 +118,8 @@ def retry_after(exc: BaseException) -> str | None:
     return None
 
 
-def _sentence(lead: str, detail: str) -> str:
+def error_sentence(lead: str, detail: str) -> str:
+    """``"Lead: detail."`` (or ``"Lead."`` without a detail): one clean client sentence."""
     return f"{lead}: {detail}." if detail else f"{lead}."
 
 
@@ -143,23 +144,25 @@ def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
             code="upstream_incomplete",
         )
     elif status == 429 or isinstance(exc, litellm.RateLimitError):
-        mapped = RateLimitError(_sentence("The upstream model provider is rate limiting", detail))
+        mapped = RateLimitError(
+            error_sentence("The upstream model provider is rate limiting", detail)
+        )
     elif status == 503:  # only a real one: litellm labels failures of its own 503 too
         mapped = ServiceUnavailableError(
-            _sentence("The upstream model provider is unavailable", detail),
+            error_sentence("The upstream model provider is unavailable", detail),
             code="upstream_unavailable",
         )
     elif isinstance(exc, litellm.BadRequestError) and not isinstance(
         exc, litellm.AuthenticationError
     ):
         mapped = BadRequestError(
-            _sentence("The upstream model provider refused the request", detail)
+            error_sentence("The upstream model provider refused the request", detail)
         )
     elif status is not None:
         mapped = UpstreamError(
-            _sentence(f"The upstream model provider returned HTTP {status}", detail)
+            error_sentence(f"The upstream model provider returned HTTP {status}", detail)
         )
     else:
-        mapped = UpstreamError(_sentence("The upstream model provider failed", detail))
+        mapped = UpstreamError(error_sentence("The upstream model provider failed", detail))
     mapped.retry_after = retry_after(exc)
     return mapped

@@ -10,8 +10,10 @@ client still gets the clean mapped error of :mod:`proxy.upstream_errors`. Succes
 responses (streams included) pass through untouched.
 
 The transport is installed once per process as ``litellm.aclient_session`` (used for every
-OpenAI-compatible provider litellm calls through the OpenAI SDK). Connection pools belong to
-an event loop, so it keeps one inner transport (litellm's own choice) per running loop.
+OpenAI-compatible provider litellm calls through the OpenAI SDK), and under the direct
+OpenAI-wire client (:mod:`proxy.upstream_wire`). Connection pools belong to an event loop,
+so it keeps one inner transport (litellm's own choice, or the one ``inner`` makes) per
+running loop.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import json
 import re
 import weakref
+from collections.abc import Callable
 
 import httpx
 
@@ -64,8 +67,13 @@ async def _read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bo
 class BoundedErrorTransport(httpx.AsyncBaseTransport):
     """Error responses over ``limit`` bytes become a small error body (module docstring)."""
 
-    def __init__(self, limit: int = ERROR_BODY_LIMIT) -> None:
+    def __init__(
+        self,
+        limit: int = ERROR_BODY_LIMIT,
+        inner: Callable[[], httpx.AsyncBaseTransport] | None = None,
+    ) -> None:
         self.limit = limit
+        self._make_inner = inner or _litellm_transport
         self._inner: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, httpx.AsyncBaseTransport
         ] = weakref.WeakKeyDictionary()
@@ -74,7 +82,7 @@ class BoundedErrorTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         inner = self._inner.get(loop)
         if inner is None:
-            inner = self._inner[loop] = _litellm_transport()
+            inner = self._inner[loop] = self._make_inner()
         return inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

@@ -7,6 +7,7 @@ neighbours is padded with label -1 and similarity -inf.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.errors import IndexStoreError
+
+#: Adds of at least this many vectors run on every core (hnswlib's ParallelFor); smaller
+#: ones stay on one thread, where starting the workers costs more than it saves.
+PARALLEL_ADD_MIN = 256
 
 Labels = npt.NDArray[np.int64]
 Scores = npt.NDArray[np.float32]
@@ -45,7 +50,11 @@ class VectorIndex(Protocol):
 
 
 class HnswVectorIndex:
-    """hnswlib HNSW graph, space "cosine", slots of deleted vectors reused by later adds."""
+    """hnswlib HNSW graph, space "cosine", slots of deleted vectors reused by later adds.
+
+    ``add_threads`` (default: every core) build a large add in parallel; an add of fewer
+    than :data:`PARALLEL_ADD_MIN` vectors uses one thread.
+    """
 
     def __init__(
         self,
@@ -54,12 +63,14 @@ class HnswVectorIndex:
         max_elements: int = 1024,
         m: int = 16,
         ef_construction: int = 200,
+        add_threads: int | None = None,
         _index: Any = None,
         _deleted: int = 0,
     ) -> None:
         import hnswlib
 
         self._dim = dim
+        self._add_threads = max(1, add_threads or os.cpu_count() or 1)
         self._lock = threading.Lock()
         self._deleted = _deleted
         if _index is None:
@@ -122,8 +133,9 @@ class HnswVectorIndex:
             capacity = self.capacity
             if needed > capacity:
                 self._index.resize_index(max(needed, capacity * 2))
+            threads = self._add_threads if n >= PARALLEL_ADD_MIN else 1
             try:
-                self._index.add_items(data, ids, num_threads=1, replace_deleted=True)
+                self._index.add_items(data, ids, num_threads=threads, replace_deleted=True)
             except RuntimeError as exc:
                 raise IndexStoreError(f"cannot add to the vector index: {exc}") from exc
             self._deleted -= reused

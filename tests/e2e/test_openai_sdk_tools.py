@@ -1,7 +1,8 @@
 """End to end with the official ``openai`` SDK against the real ``groundproxy serve``
 process and the fake upstream process: tool calls (streamed and not, guard on and off, every
 stream mode, the SDK's ``.stream()`` helper), JSON mode and ``json_schema`` through
-``.parse()``, logprobs and ``include_usage``; raw bodies validate against OpenAI's spec."""
+``.parse()``, logprobs and ``include_usage``; raw bodies validate against OpenAI's spec —
+each through both upstream transports (litellm, and the direct OpenAI wire)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,14 @@ class Warranty(BaseModel):
     months: int
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[str]:
-    with three_tenant_server(tmp_path_factory.mktemp("sdk-tools"), data_dir, RULES) as url:
+@pytest.fixture(scope="module", params=["litellm", "openai"])
+def base_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path
+) -> Iterator[str]:
+    """Every test runs through both upstream transports: litellm, and the direct
+    OpenAI-wire client (``upstream.transport: openai``)."""
+    work = tmp_path_factory.mktemp(f"sdk-tools-{request.param}")
+    with three_tenant_server(work, data_dir, RULES, upstream={"transport": request.param}) as url:
         yield url
 
 
@@ -145,3 +151,22 @@ def test_include_usage_and_logprobs(base_url: str, tenant: str) -> None:
     else:  # rewritten: the logprobs described replaced tokens, dropped with a note
         gp = (done.model_extra or {})["groundproxy"]
         assert logprobs is None and gp["notes"]
+
+
+@pytest.mark.parametrize("tenant", TENANTS)
+def test_upstream_failures_are_openai_errors(base_url: str, tenant: str) -> None:
+    """An upstream 500 / 400 / non-JSON body / stream cut short reach the SDK as the same
+    OpenAI errors whichever transport carried the call."""
+    c = client(base_url, tenant)
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.InternalServerError) as err:
+        c.chat.completions.create(model="fail-500", messages=ask)
+    assert err.value.status_code == 502 and "upstream exploded" in str(err.value)
+    with pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model="fail-400", messages=ask, stream=True)
+    with pytest.raises(openai.InternalServerError) as err:
+        c.chat.completions.create(model="bad-json", messages=ask)
+    assert err.value.status_code == 502
+    with pytest.raises(openai.APIError) as cut:
+        list(c.chat.completions.create(model="cut-stream", messages=ask, stream=True))
+    assert "incomplete" in str(cut.value) or "finish_reason" in str(cut.value)

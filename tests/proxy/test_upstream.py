@@ -142,7 +142,7 @@ async def test_litellm_client_and_fake_give_the_same_answers(upstream_port: int)
     without one: same typed answers, same errors (the script is conftest's)."""
     from tests.conftest import UPSTREAM_SCRIPT
 
-    policy = UpstreamPolicy(model="openai/gpt-4o-mini",
+    policy = UpstreamPolicy(model="openai/gpt-4o-mini", transport="litellm",
                             api_base=f"http://127.0.0.1:{upstream_port}/v1")  # fmt: skip
     real: Upstream = UpstreamClient()
     fake: Upstream = FakeUpstream(UPSTREAM_SCRIPT["rules"], UPSTREAM_SCRIPT["default"])

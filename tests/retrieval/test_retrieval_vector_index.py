@@ -75,3 +75,29 @@ def test_wrong_shapes_rejected() -> None:
     index.add([1], _unit(1, 8, 7))
     with pytest.raises(IndexStoreError):
         index.query(_unit(1, 4, 8), 1)
+
+
+def test_parallel_add_builds_the_same_searchable_index_and_reuses_deleted_slots() -> None:
+    """A large add runs on several threads (hnswlib's ParallelFor), also when it fills the
+    slots of deleted vectors; every vector still finds itself, as with one thread."""
+    from groundproxy.retrieval.vector_index import PARALLEL_ADD_MIN
+
+    n = PARALLEL_ADD_MIN * 4
+    vectors = _unit(n, 32, 9)
+    parallel = HnswVectorIndex(32, add_threads=4)
+    single = HnswVectorIndex(32, add_threads=1)
+    for index in (parallel, single):
+        index.add(list(range(n)), vectors)
+        labels, _ = index.query(vectors, 1)
+        assert index.count == n
+        assert (labels[:, 0] == np.arange(n)).mean() >= 0.99
+    for label in range(0, n, 2):
+        parallel.mark_deleted(label)
+    fresh = _unit(n // 2, 32, 10)
+    capacity = parallel.capacity
+    parallel.add(list(range(n, n + n // 2)), fresh)  # parallel and into deleted slots
+    assert parallel.count == n and parallel.deleted_count == 0 and parallel.capacity == capacity
+    labels, _ = parallel.query(fresh, 1)
+    assert (labels[:, 0] == np.arange(n, n + n // 2)).mean() >= 0.99
+    odd, _ = parallel.query(vectors[1::2], 1)
+    assert (odd[:, 0] == np.arange(1, n, 2)).mean() >= 0.99
