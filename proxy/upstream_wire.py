@@ -17,12 +17,14 @@ connection the server dropped before any answer is retried once, as on the litel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import structlog
 
@@ -143,41 +145,42 @@ def _not_json(what: str) -> UpstreamError:
     return UpstreamError(f"The upstream model provider answered with {what}, not JSON.")
 
 
-async def _sse_chunks(response: httpx.Response) -> AsyncIterator[Json]:
+async def _sse_chunks(response: httpx.Response) -> AsyncGenerator[Json, None]:
     """``data:`` events of a chat stream as dicts, up to ``[DONE]``; an ``error`` event
-    raises; closes the response when done or closed early."""
+    raises. :meth:`_EventStream.aclose` closes the response."""
     data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            if sum(len(d) for d in data) > _MAX_EVENT_BYTES:
+                raise UpstreamError("The upstream sent a stream event over 16 MiB.")
+            continue
+        if line or not data:
+            continue  # comments, event:/id: fields; blank lines between events
+        payload, data = "\n".join(data), []
+        if payload.strip() == "[DONE]":
+            return
+        chunk = _event(payload)
+        if chunk is not None:
+            yield chunk
+    if data and "\n".join(data).strip() != "[DONE]":  # a last event without a blank line
+        chunk = _event("\n".join(data))
+        if chunk is not None:
+            yield chunk
+
+
+def _event(payload: str) -> Json | None:
+    """One SSE ``data`` payload → a chunk dict (an ``error`` event raises)."""
     try:
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-                if sum(len(d) for d in data) > _MAX_EVENT_BYTES:
-                    raise UpstreamError("The upstream sent a stream event over 16 MiB.")
-                continue
-            if line or not data:
-                continue  # comments, event:/id: fields; blank lines between events
-            payload, data = "\n".join(data), []
-            if payload.strip() == "[DONE]":
-                return
-            try:
-                chunk = json.loads(payload)
-            except ValueError as exc:
-                raise _not_json("a stream event") from exc
-            if isinstance(chunk, dict) and chunk.get("error") and not chunk.get("choices"):
-                err = json.dumps(chunk).encode()
-                detail = _error_detail(err)
-                raise UpstreamError(error_sentence("The upstream's stream failed", detail))
-            if isinstance(chunk, dict):
-                yield chunk
-        if data and "\n".join(data).strip() != "[DONE]":  # a last event without a blank line
-            try:
-                chunk = json.loads("\n".join(data))
-            except ValueError as exc:
-                raise _not_json("a stream event") from exc
-            if isinstance(chunk, dict):
-                yield chunk
-    finally:
-        await response.aclose()
+        chunk = json.loads(payload)
+    except ValueError as exc:
+        raise _not_json("a stream event") from exc
+    if not isinstance(chunk, dict):
+        return None
+    if chunk.get("error") and not chunk.get("choices"):
+        detail = _error_detail(json.dumps(chunk).encode())
+        raise UpstreamError(error_sentence("The upstream's stream failed", detail))
+    return chunk
 
 
 def _pool() -> httpx.AsyncBaseTransport:
@@ -185,6 +188,38 @@ def _pool() -> httpx.AsyncBaseTransport:
     control and the upstream's own limits decide), idle ones kept for reuse."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
     return httpx.AsyncHTTPTransport(limits=limits)
+
+
+class _EventStream:
+    """The open SSE response as an async iterable of chunk dicts. ``aclose()`` closes the
+    response, shielded; a stream left before its end (a client hang-up) also has its
+    connection's socket closed outright, so the upstream hears it at once: the hang-up
+    cancels a read in flight in another task, and httpx then counts the response closed
+    while its pooled connection stays open and unread."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._ended = False
+        self._events = self._read()
+
+    async def _read(self) -> AsyncGenerator[Json, None]:
+        async for chunk in _sse_chunks(self._response):
+            yield chunk
+        self._ended = True
+
+    def __aiter__(self) -> AsyncIterator[Json]:
+        return self._events
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            # RuntimeError: a read still pending in a cancelled task (the response closes it)
+            with contextlib.suppress(RuntimeError):
+                await self._events.aclose()
+            socket = self._response.extensions.get("network_stream")
+            if not self._ended and socket is not None:
+                with contextlib.suppress(Exception):
+                    await socket.aclose()
+            await self._response.aclose()
 
 
 class WireUpstream:
@@ -266,7 +301,7 @@ class WireUpstream:
         body = {**extra, "model": wire_model(model), "messages": messages, "stream": True}
         started = time.perf_counter()
         response = await self._send(upstream, "chat/completions", body, stream=True)
-        return ChunkStream(_sse_chunks(response), map_wire_error, started)
+        return ChunkStream(_EventStream(response), map_wire_error, started)
 
     async def embed(
         self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
@@ -13,6 +13,7 @@ from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import ChatRequest
 from groundproxy.proxy.chat import guarded_completion, new_step_id
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
+from groundproxy.proxy.event_stream import EventStreamResponse
 from groundproxy.proxy.guarding import GuardService, Held
 from groundproxy.proxy.headers import NO_BUFFERING, asks_buffer, response_headers
 from groundproxy.proxy.metered import MeteredStream
@@ -78,7 +79,7 @@ async def chat_completions(
         yield from completion_to_chunks(done.body, wants_usage(req.passthrough()))
 
     headers = {**done.headers, **NO_BUFFERING}
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    return EventStreamResponse(events(), media_type="text/event-stream", headers=headers)
 
 
 async def _incremental_response(
@@ -123,7 +124,7 @@ async def _incremental_response(
     else:
         events = sentence_events(req, loaded, stream, guard, step_id, on_report)
         headers = response_headers("sentence", loaded.policy_id, step_id, rid)
-    return StreamingResponse(
+    return EventStreamResponse(
         _releasing(events, held.detach()),
         media_type="text/event-stream",
         headers={**headers, **NO_BUFFERING},
@@ -133,9 +134,13 @@ async def _incremental_response(
 async def _releasing(
     events: AsyncIterator[bytes], release: Callable[[], None]
 ) -> AsyncIterator[bytes]:
-    """``events``, then ``release`` however the stream ends (done, error, disconnect)."""
+    """``events``, then ``release`` however the stream ends (done, error, disconnect); a
+    stream closed early closes ``events`` too (``async for`` alone would leave it open)."""
     try:
         async for event in events:
             yield event
     finally:
         release()
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()

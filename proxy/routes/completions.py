@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import report_body
@@ -20,6 +20,7 @@ from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.chat import new_step_id
+from groundproxy.proxy.event_stream import EventStreamResponse
 from groundproxy.proxy.headers import NO_BUFFERING, response_headers
 from groundproxy.proxy.routes.embeddings import passthrough_model, required_model
 from groundproxy.proxy.sse import sse
@@ -86,6 +87,6 @@ async def completions(
     headers = response_headers("buffer", loaded.policy_id, new_step_id(), rid, report=report)
     if not data.get("stream"):
         return JSONResponse(body, headers=headers)
-    return StreamingResponse(
+    return EventStreamResponse(
         _chunks(body), media_type="text/event-stream", headers={**headers, **NO_BUFFERING}
     )

@@ -16,12 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.chat import guarded_completion
 from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
+from groundproxy.proxy.event_stream import EventStreamResponse
 from groundproxy.proxy.headers import NO_BUFFERING
 from groundproxy.proxy.protocol import parse_chat_request
 from groundproxy.proxy.responses_api import message_item, to_chat, to_response
@@ -97,7 +98,7 @@ async def responses(
     response = to_response(data, done.body, f"resp_{uuid.uuid4().hex}")
     if not data.get("stream"):
         return JSONResponse(response, headers=done.headers)
-    return StreamingResponse(
+    return EventStreamResponse(
         response_events(response),
         media_type="text/event-stream",
         headers={**done.headers, **NO_BUFFERING},
