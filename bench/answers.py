@@ -57,9 +57,19 @@ def distinct_answers(
         raise ValueError(f"need more than {claims} documents with a sentence")
     rng = random.Random(seed)
     out: list[Answer] = []
+    # claims come from a shuffled deck, reshuffled when spent: no sentence repeats until
+    # every one has been used (a repeated claim would hit the embedder's vector LRU)
+    deck: list[int] = []
     for i in range(n):
         about = i % len(firsts)
-        others = [j for j in rng.sample(range(len(firsts)), claims + 1) if j != about][:claims]
+        others: list[int] = []
+        while len(others) < claims:
+            if not deck:
+                deck = list(range(len(firsts)))
+                rng.shuffle(deck)
+            j = deck.pop()
+            if j != about and j not in others:
+                others.append(j)
         sentences = [firsts[j][1] for j in others]
         wrong = rng.random() < wrong_share
         if wrong:

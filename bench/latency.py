@@ -67,14 +67,23 @@ def _args() -> argparse.Namespace:
 
 
 WARM = 5
-Question = Callable[[int], str]
+Question = Callable[[int, str], str]  # (request number, path) -> question
+
+
+#: Guarded paths share one index and so one verdict cache: each asks its own answers
+#: (lane), or the second to ask would measure the first one's cache hits.
+LANES = {"gp-on-wire": 1}
 
 
 def _plan(questions: list[str], a: argparse.Namespace) -> dict[str, Question]:
-    """Which question (so which distinct answer) request ``i`` of each phase asks; every
-    path gets the same sequence. ``c1-repeat`` asks c=1's again (verdict-cache hits)."""
+    """Which question (so which distinct answer) request ``i`` of each phase asks on each
+    path: one sequence per lane (:data:`LANES`). ``c1-repeat`` asks c=1's again (cache hits)."""
+    per_lane = len(questions) // (1 + max(LANES.values()))
     offsets = {"warm": 0, "c1": WARM, "c16": WARM + a.n1, "stream": WARM + a.n1 + a.n16}
-    plan: dict[str, Question] = {k: (lambda i, o=o: questions[o + i]) for k, o in offsets.items()}
+    plan: dict[str, Question] = {
+        k: (lambda i, path, o=o: questions[LANES.get(path, 0) * per_lane + o + i])
+        for k, o in offsets.items()
+    }
     plan["c1-repeat"] = plan["c1"]
     return plan
 
@@ -99,7 +108,7 @@ async def _c1(
             order = targets[i % len(targets) :] + targets[: i % len(targets)]
             for t in order:
                 t0 = time.perf_counter()
-                await h.one_request(c, t, h.body(stream, question=q(i)), res[t.name])
+                await h.one_request(c, t, h.body(stream, question=q(i, t.name)), res[t.name])
                 res[t.name].wall_s += time.perf_counter() - t0
     return res
 
@@ -113,8 +122,8 @@ async def _c16(
         order = targets[r % len(targets) :] + targets[: r % len(targets)]
         for t in order:
 
-            def payload(k: int, r: int = r) -> dict[str, Any]:
-                return h.body(question=q(r * per + k))
+            def payload(k: int, r: int = r, path: str = t.name) -> dict[str, Any]:
+                return h.body(question=q(r * per + k, path))
 
             async with h.client(16) as c:
                 part = await h.run_load(c, t, payload, 16, per, cap_s / rounds)
@@ -127,7 +136,7 @@ async def _warm(targets: list[h.Target], q: Question) -> None:
         for t in targets:
             for i, stream in enumerate((False, True, False, True, False)):
                 scratch = h.PhaseResult()
-                await h.one_request(c, t, h.body(stream, question=q(i)), scratch)
+                await h.one_request(c, t, h.body(stream, question=q(i, t.name)), scratch)
                 if scratch.errors:
                     raise RuntimeError(f"{t.name} warm-up failed: {scratch.error_samples}")
 
@@ -284,7 +293,8 @@ def main() -> None:
     t0 = time.perf_counter()
     index = h.build_index(a.cache, a.chunks, a.real_budget_s)
     print(f"index: {json.dumps(index)} (ready in {time.perf_counter() - t0:.0f} s)", flush=True)
-    answers = h.index_answers(index, WARM + a.n1 + a.n16 + a.stream_n)
+    lanes = 1 + max(LANES.values())
+    answers = h.index_answers(index, lanes * (WARM + a.n1 + a.n16 + a.stream_n))
     plan = _plan([x.question for x in answers], a)
     stack = h.start_stack(a.cache, "gp-latency-", answers)
     notes: list[str] = []
@@ -312,7 +322,7 @@ def main() -> None:
             stack.tenant("gp-on-wire", "guardedwire"),
             stack.tenant("gp-on", "guarded"),
         ]
-        claims = asyncio.run(_check_claims(targets[-1], plan["warm"](0)))
+        claims = asyncio.run(_check_claims(targets[-1], plan["warm"](0, targets[-1].name)))
         rows = asyncio.run(_measure(targets, pids, a, plan))
     finally:
         stack.close()
