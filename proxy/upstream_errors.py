@@ -123,6 +123,27 @@ def error_sentence(lead: str, detail: str) -> str:
     return f"{lead}: {detail}." if detail else f"{lead}."
 
 
+def status_error(status: int, detail: str) -> GroundproxyError:
+    """An upstream's HTTP error status (and its message) → our tree: 429 ``rate_limited``,
+    503 ``upstream_unavailable``, 400 the client's error, any other ``upstream_error``."""
+    if status == 429:
+        return RateLimitError(
+            error_sentence("The upstream model provider is rate limiting", detail)
+        )
+    if status == 503:
+        return ServiceUnavailableError(
+            error_sentence("The upstream model provider is unavailable", detail),
+            code="upstream_unavailable",
+        )
+    if status == 400:
+        return BadRequestError(
+            error_sentence("The upstream model provider refused the request", detail)
+        )
+    return UpstreamError(
+        error_sentence(f"The upstream model provider returned HTTP {status}", detail)
+    )
+
+
 def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
     """litellm/openai errors → our tree (module docstring); ours pass through unchanged."""
     if isinstance(exc, GroundproxyError):
@@ -144,24 +165,15 @@ def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
             code="upstream_incomplete",
         )
     elif status == 429 or isinstance(exc, litellm.RateLimitError):
-        mapped = RateLimitError(
-            error_sentence("The upstream model provider is rate limiting", detail)
-        )
+        mapped = status_error(429, detail)
     elif status == 503:  # only a real one: litellm labels failures of its own 503 too
-        mapped = ServiceUnavailableError(
-            error_sentence("The upstream model provider is unavailable", detail),
-            code="upstream_unavailable",
-        )
+        mapped = status_error(503, detail)
     elif isinstance(exc, litellm.BadRequestError) and not isinstance(
         exc, litellm.AuthenticationError
     ):
-        mapped = BadRequestError(
-            error_sentence("The upstream model provider refused the request", detail)
-        )
+        mapped = status_error(400, detail)
     elif status is not None:
-        mapped = UpstreamError(
-            error_sentence(f"The upstream model provider returned HTTP {status}", detail)
-        )
+        mapped = status_error(status, detail)
     else:
         mapped = UpstreamError(error_sentence("The upstream model provider failed", detail))
     mapped.retry_after = retry_after(exc)

@@ -29,10 +29,7 @@ import httpx
 import structlog
 
 from groundproxy.errors import (
-    BadRequestError,
     GroundproxyError,
-    RateLimitError,
-    ServiceUnavailableError,
     UpstreamError,
     UpstreamTimeoutError,
 )
@@ -40,6 +37,7 @@ from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
 from groundproxy.proxy.redact import redact, remember_secret
 from groundproxy.proxy.upstream_errors import error_sentence, is_connection_drop
+from groundproxy.proxy.upstream_errors import status_error as status_mapped
 from groundproxy.proxy.upstream_transport import ERROR_BODY_LIMIT, BoundedErrorTransport
 from groundproxy.proxy.upstream_types import (
     ChunkStream,
@@ -99,27 +97,9 @@ def _error_detail(body: bytes) -> str:
 
 
 def status_error(status: int, body: bytes, headers: httpx.Headers) -> GroundproxyError:
-    """An upstream error status → our tree (the codes of ``proxy.upstream_errors``)."""
-    detail = _error_detail(body)
+    """An upstream error response → our tree (``proxy.upstream_errors.status_error``)."""
     log.warning("upstream_error", error_type="HTTPStatus", status=status)
-    mapped: GroundproxyError
-    if status == 429:
-        mapped = RateLimitError(
-            error_sentence("The upstream model provider is rate limiting", detail)
-        )
-    elif status == 503:
-        mapped = ServiceUnavailableError(
-            error_sentence("The upstream model provider is unavailable", detail),
-            code="upstream_unavailable",
-        )
-    elif status == 400:
-        mapped = BadRequestError(
-            error_sentence("The upstream model provider refused the request", detail)
-        )
-    else:
-        mapped = UpstreamError(
-            error_sentence(f"The upstream model provider returned HTTP {status}", detail)
-        )
+    mapped = status_mapped(status, _error_detail(body))
     value = headers.get("retry-after")
     mapped.retry_after = value.strip()[:32] if value and value.strip() else None
     return mapped
