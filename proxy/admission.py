@@ -8,16 +8,22 @@ budgets, while a queue lets the first ones finish in time. A guard whose caller 
 until it ends (it still holds a core), and :class:`Ticket` tells it to stop at its next
 check (``guards.stages.verify``'s deadline callable).
 
-The wait estimate: ``max(0, in_flight + reserved - workers + 1) × recent guard time /
-workers`` — the guards ahead of a new one, drained ``workers`` at a time.
+The wait estimate counts work, not guards: a guard's cost is predicted from its text length
+(recent guard seconds per character, :data:`EWMA_ALPHA`), so a one-sentence segment of a
+stream does not weigh as a whole answer. Ahead of a new guard are every queued or running
+guard and every reservation — a request let through (any tenant) whose guards have not all
+entered yet, at the recent characters per request less what it already guarded. The wait is
+that work, less what the other workers finish while this guard runs, shared by ``workers``.
 
 Arrival hold (``on_overload: queue``, :meth:`GuardQueue.hold`): a request waits, before its
 upstream call and in arrival order, until a guard starting now would end within
-:data:`HOLD_SHARE` of its budget (at most ``max_queue_ms``). Passing reserves a place
-(``reserved``) that its first guard takes over (:meth:`GuardQueue.enter`) or its caller
-gives back (:meth:`Reservation.release`), so requests let through together do not all see
-the same free room. Without the hold, past capacity every queued guard ran over its budget
-and came back unverified.
+:data:`HOLD_SHARE` of its budget (at most ``max_queue_ms``). Passing reserves a place that
+its guard takes over (:meth:`GuardQueue.enter`) or its caller gives back
+(:meth:`Reservation.release`), so requests let through together do not all see the same free
+room. Requests of the other tenants reserve a place too, without waiting
+(:meth:`GuardQueue.reserve`): one gate sees every tenant's coming work. A stream keeps its
+place until it ends, less each segment guarded. Without the hold, past capacity every queued
+guard ran over its budget and came back unverified.
 """
 
 from __future__ import annotations
@@ -45,13 +51,15 @@ HOLD_SHARE = 0.5
 
 
 class Reservation:
-    """A request's place among the guards to come, from its arrival hold to its first guard
-    — or until ``ttl_s`` has passed, so a place nobody gives back (a stream whose body was
-    never read) cannot inflate the estimate for ever."""
+    """A request's place among the guards to come, from its arrival to its guard (a stream:
+    to its end) — or until ``ttl_s`` has passed, so a place nobody gives back (a stream
+    whose body was never read) cannot inflate the estimate for ever."""
 
     def __init__(self, queue: GuardQueue, ttl_s: float) -> None:
         self.queue = queue
         self.expires = time.monotonic() + ttl_s
+        self.stream = False  # kept while segments are guarded (Held.detach)
+        self.guarded_chars = 0  # text its guards took so far
 
     @property
     def active(self) -> bool:
@@ -59,8 +67,7 @@ class Reservation:
 
     def release(self) -> None:
         """Give the place back (taken over by a guard, or the request needs none)."""
-        with self.queue.lock:
-            self.queue._reservations.discard(self)
+        self.queue.released(self)
 
 
 # The current request's reservation (set by the hold; the guard's ``enter`` takes it over).
@@ -72,9 +79,10 @@ _RESERVATION: contextvars.ContextVar[Reservation | None] = contextvars.ContextVa
 class Ticket:
     """One admitted guard: queued, then running in a thread, or given up by its caller."""
 
-    def __init__(self, queue: GuardQueue, deadline: float) -> None:
+    def __init__(self, queue: GuardQueue, deadline: float, chars: int = 0) -> None:
         self.queue = queue
         self.deadline = deadline  # time.monotonic() past which the work is abandoned
+        self.chars = chars  # the text's length (0: unknown, a typical guard)
         self.started = False
         self.released = False
 
@@ -92,7 +100,7 @@ class Ticket:
         try:
             return fn()
         finally:
-            self.queue.finished(time.perf_counter() - began)
+            self.queue.finished(time.perf_counter() - began, self)
 
     def leave(self) -> None:
         """The caller is done (answer, budget, cancel): a guard not yet started never will."""
@@ -101,43 +109,77 @@ class Ticket:
                 return
             self.released = True
             if not self.started:
-                self.queue.in_flight -= 1
+                self.queue._tickets.discard(self)
 
 
 class GuardQueue:
-    """In-flight guards, the recent guard time and the worker limit (module docstring)."""
+    """Queued and running guards, the recent guard costs and the worker limit (module
+    docstring)."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.lock = threading.Lock()
-        self.in_flight = 0  # queued or running (abandoned-but-running included)
-        # held requests let through whose guard has not entered yet (see ``reserved``)
+        self._tickets: set[Ticket] = set()  # queued or running (abandoned-but-running too)
+        # requests let through whose guards have not all entered (see ``reserved``)
         self._reservations: set[Reservation] = set()
         self.recent_s = 0.0  # EWMA of guard thread time; 0 until the first guard ends
+        self.recent_chars = 0.0  # EWMA of the guarded text's length, same guards
+        self.request_chars = 0.0  # EWMA of the text guarded per released reservation
         self._limiter: anyio.CapacityLimiter | None = None
         self._gate: anyio.Lock | None = None  # arrival order for held requests
+
+    @property
+    def in_flight(self) -> int:
+        """Guards queued or running."""
+        with self.lock:
+            return len(self._tickets)
 
     @property
     def reserved(self) -> int:
         """Live reservations (expired ones are dropped here)."""
         with self.lock:
-            return self._live_reservations()
+            return len(self._live_reservations())
 
-    def _live_reservations(self) -> int:
+    def _live_reservations(self) -> set[Reservation]:
         now = time.monotonic()
         self._reservations = {r for r in self._reservations if r.expires > now}
-        return len(self._reservations)
+        return self._reservations
 
     def limiter(self) -> anyio.CapacityLimiter:
         if self._limiter is None:  # made in the event loop that uses it
             self._limiter = anyio.CapacityLimiter(self.workers)
         return self._limiter
 
-    def estimate(self) -> tuple[float, float]:
-        """(estimated wait, recent guard time) in seconds for a guard that starts now."""
+    def _cost(self, chars: float) -> float:
+        """Predicted seconds of a guard over ``chars`` characters (<= 0: a typical one)."""
+        if chars <= 0 or self.recent_chars <= 0:
+            return self.recent_s
+        return self.recent_s * chars / self.recent_chars
+
+    def _request_cost(self, r: Reservation | None = None) -> float:
+        """Predicted guard seconds still to come for a request (a new one when None)."""
+        if self.request_chars <= 0:  # nothing measured per request yet: one typical guard
+            return 0.0 if r is not None and r.guarded_chars else self.recent_s
+        done = r.guarded_chars if r is not None else 0
+        return self._cost(max(0.0, self.request_chars - done)) if done < self.request_chars else 0.0
+
+    def estimate(self, chars: int | None = None) -> tuple[float, float]:
+        """(estimated wait, predicted guard time) in seconds for a guard over ``chars``
+        characters that enters now (None: a whole request's, not yet answered)."""
         with self.lock:
-            ahead = max(0, self.in_flight + self._live_reservations() - self.workers + 1)
-            return ahead * self.recent_s / self.workers, self.recent_s
+            ahead = sum(self._cost(t.chars) for t in self._tickets)
+            ahead += sum(self._request_cost(r) for r in self._live_reservations())
+            own = self._request_cost() if chars is None else self._cost(chars)
+            wait = max(0.0, ahead - (self.workers - 1) * own) / self.workers
+            return (wait if wait > 1e-9 else 0.0), own
+
+    def reserve(self, ttl_s: float = 120.0) -> Reservation:
+        """A place for a request that does not wait (module docstring)."""
+        reservation = Reservation(self, ttl_s)
+        with self.lock:
+            self._reservations.add(reservation)
+        _RESERVATION.set(reservation)
+        return reservation
 
     async def hold(
         self, budget_s: float, max_s: float, ttl_s: float = 120.0
@@ -157,31 +199,58 @@ class GuardQueue:
                 # room: within the budget, or nothing ahead (a guard slower than its budget
                 # alone gains nothing from waiting)
                 if wait_s + guard_s <= HOLD_SHARE * budget_s or wait_s == 0.0:
-                    reservation = Reservation(self, ttl_s)
-                    with self.lock:
-                        self._reservations.add(reservation)
-                    _RESERVATION.set(reservation)
-                    return reservation, held
+                    return self.reserve(ttl_s), held
                 if held >= max_s:
                     return None, held
                 waited = True
                 await anyio.sleep(min(HOLD_POLL_S, max_s - held))
 
-    def enter(self, budget_s: float) -> Ticket:
-        found = _RESERVATION.get()
-        if found is not None and found.queue is self:
-            found.release()  # this guard takes over the place its request reserved
+    def enter(
+        self, budget_s: float, chars: int = 0, reservation: Reservation | None = None
+    ) -> Ticket:
+        """A guard over ``chars`` characters joins the queue; it takes over its request's
+        reservation (``reservation``, else the one this context made), or, for a stream's,
+        the part of it this segment stands for."""
+        found = reservation or _RESERVATION.get()
+        ticket = Ticket(self, time.monotonic() + budget_s, chars)
         with self.lock:
-            self.in_flight += 1
-        return Ticket(self, time.monotonic() + budget_s)
+            self._tickets.add(ticket)
+            if found is not None and found.queue is self and found in self._reservations:
+                found.guarded_chars += max(chars, 1)
+                if not found.stream:
+                    self._release(found)
+        return ticket
 
-    def finished(self, seconds: float) -> None:
+    def released(self, reservation: Reservation) -> None:
         with self.lock:
-            self.in_flight -= 1
+            if reservation in self._reservations:
+                self._release(reservation)
+
+    def _release(self, r: Reservation) -> None:  # lock held
+        self._reservations.discard(r)
+        if r.guarded_chars > 0:  # what a request guarded in all, for the next estimates
+            seen = float(r.guarded_chars)
+            self.request_chars = (
+                seen
+                if self.request_chars <= 0
+                else self.request_chars + EWMA_ALPHA * (seen - self.request_chars)
+            )
+
+    def finished(self, seconds: float, ticket: Ticket | None = None) -> None:
+        with self.lock:
+            if ticket is not None:
+                self._tickets.discard(ticket)
+            chars = float(ticket.chars) if ticket is not None else 0.0
             if self.recent_s == 0.0:
                 self.recent_s = seconds
             else:
                 self.recent_s += EWMA_ALPHA * (seconds - self.recent_s)
+            if chars > 0:  # a guard of unknown length keeps the per-character scale
+                self.recent_chars = (
+                    chars
+                    if self.recent_chars <= 0
+                    else self.recent_chars + EWMA_ALPHA * (chars - self.recent_chars)
+                )
 
     async def run(self, fn: Callable[[], T], ticket: Ticket) -> T:
         """``fn`` in a worker thread once a worker is free; the caller may be cancelled

@@ -16,6 +16,7 @@ from groundproxy.errors import GroundproxyError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.forwarding import ForwardHeadersMiddleware, header_names
+from groundproxy.proxy.gc_pauses import GcPauses, freeze_startup, thaw
 from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.headers import EXPOSED_HEADERS
 from groundproxy.proxy.metrics import MetricsMiddleware, rss_bytes
@@ -117,6 +118,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         except GroundproxyError as exc:
             log.error("startup_failed", error=exc.message)
             raise
+        # what start-up made is never walked by the collector again (proxy.gc_pauses)
+        frozen, pauses = freeze_startup(), GcPauses(state.metrics.gc_pause)
+        pauses.install()
+        resources.callback(thaw)
+        resources.callback(pauses.remove)
         state.ready = True
         log.info(
             "ready",
@@ -124,6 +130,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             errors=len(state.load_errors),
             pid=os.getpid(),
             rss_mb=round(rss_bytes() / 2**20, 1),  # memory per worker (serve --workers N)
+            gc_frozen=frozen,
         )
         try:
             yield

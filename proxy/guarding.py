@@ -86,9 +86,11 @@ class Held:
             self.reservation.release()
 
     def detach(self) -> Callable[[], None]:
-        """Hand the place on (a stream: its first segment guard takes it over); the caller
-        calls what this returns when the stream ends."""
+        """Hand the place on to a stream: kept until it ends, less each segment its guards
+        took; the caller calls what this returns when the stream ends."""
         self.detached = True
+        if self.reservation is not None:
+            self.reservation.stream = True
         return self.release
 
 
@@ -211,12 +213,13 @@ class GuardService:
         found = self.adapters.for_verifier(policy.tenant, verified.verifier)
         return apply(verified, policy) if found is None else apply_adapted(verified, policy, found)
 
-    def admit(self, policy: Policy) -> tuple[bool, float]:
+    def admit(self, policy: Policy, chars: int | None = None) -> tuple[bool, float]:
         """Admission control (:func:`guards.failures.admission`) from the guard queue's
-        estimate: (run the guard?, estimated wait in s). ``on_overload: reject`` past the
-        budget raises OverloadedError (429 + retry-after) — callable before the upstream
+        estimate for a guard over ``chars`` characters (None: a whole request's, before its
+        upstream call): (run the guard?, estimated wait in s). ``on_overload: reject`` past
+        the budget raises OverloadedError (429 + retry-after) — callable before the upstream
         call, so a rejected request costs nothing upstream."""
-        wait_s, guard_s = self.parts.queue.estimate()
+        wait_s, guard_s = self.parts.queue.estimate(chars)
         decision = admission(policy, wait_s, guard_s) if policy.guard else "run"
         if decision == "reject":
             self.parts.metrics.observe_overload(policy.tenant, "rejected")
@@ -230,14 +233,16 @@ class GuardService:
         (:meth:`proxy.admission.GuardQueue.hold`); the reserved place is given back when
         the request ends without its guard having taken it over — or, for a stream handed
         on with :meth:`Held.detach`, when the stream ends."""
-        if not (policy.guard and policy.on_overload == "queue" and policy.max_queue_ms > 0):
+        if not policy.guard:
             yield Held(None)
             return
-        reservation, held_s = await self.parts.queue.hold(
-            policy.latency_budget_ms / 1000.0,
-            policy.max_queue_ms / 1000.0,
-            ttl_s=policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0,
-        )
+        ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
+        if policy.on_overload == "queue" and policy.max_queue_ms > 0:
+            reservation, held_s = await self.parts.queue.hold(
+                policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0, ttl_s=ttl_s
+            )
+        else:  # not held, but its coming guard counts for the others (proxy.admission)
+            reservation, held_s = self.parts.queue.reserve(ttl_s), 0.0
         if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
             self.parts.metrics.observe_overload(policy.tenant, "hold_expired")
             log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
@@ -256,17 +261,20 @@ class GuardService:
         question: str | None,
         context: Sequence[tuple[str, str]],
         policy: Policy,
+        reservation: Reservation | None = None,
     ) -> Verified | GuardReport:
         """Stage 1 in a worker thread (after the queue, :mod:`proxy.admission`) within the
         policy's latency budget; when shed, on a failure or past the budget, the report
-        :mod:`guards.failures` decides instead (``on_guard_error: block`` refuses)."""
+        :mod:`guards.failures` decides instead (``on_guard_error: block`` refuses).
+        ``reservation``: the place of the request this guard belongs to (a stream's
+        segments pass it; else the one the request's context made is taken)."""
         budget_s = policy.latency_budget_ms / 1000.0
-        run, wait_s = self.admit(policy)
+        run, wait_s = self.admit(policy, len(answer))
         if not run:
             self.parts.metrics.observe_overload(policy.tenant, "shed")
             return await off_loop(failure_report, answer, policy, shed_error(policy, wait_s))
         queue = self.parts.queue
-        ticket = queue.enter(budget_s)
+        ticket = queue.enter(budget_s, len(answer), reservation)
         call = functools.partial(
             self.verify_sync, answer, question, list(context), policy, stop=ticket.expired
         )

@@ -24,6 +24,8 @@ What is measured:
 ``groundproxy_verifier_batch_size``                   pairs per verifier batch (``observe_batch``)
 ``groundproxy_batch_size{model}``                     items per model call after micro-batching
                                                       across requests (model: embedder|verifier)
+``groundproxy_gc_pause_seconds{generation}``          Python garbage collections: each stops
+                                                      every thread (proxy.gc_pauses)
 
 Who may read ``/metrics``: everyone when ``GROUNDPROXY_METRICS_PUBLIC=true``; otherwise only a
 client on the loopback interface or a request carrying one of any tenant's *admin* keys.
@@ -213,6 +215,13 @@ class Metrics:
             "items per model call (micro-batched across requests)",
             ["model"],
             buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.gc_pause = Histogram(
+            "groundproxy_gc_pause_seconds",
+            "Python garbage collection pauses (every thread stops)",
+            ["generation"],
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self._caches = _CacheCollector()

@@ -46,6 +46,7 @@ from groundproxy.guards import (
     report_body,
 )
 from groundproxy.policies.loader import LoadedPolicy
+from groundproxy.proxy.admission import Reservation
 from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.json_answer import JsonHold, guard_json
@@ -78,9 +79,11 @@ class SentenceGuard:
         guard: GuardService,
         question: str | None,
         context: list[tuple[str, str]],
+        reservation: Reservation | None = None,
     ) -> None:
         self.policy = loaded.policy
         self.guard = guard
+        self.reservation = reservation  # the request's place in the guard queue
         self.question = question
         self.context = context
         self.answer = StreamedAnswer(loaded.policy)
@@ -91,7 +94,9 @@ class SentenceGuard:
         if state.blocked or not seg.verify or not any(ch.isalnum() for ch in seg.text):
             return state.passthrough(seg.text)
         started = time.perf_counter()
-        checked = await self.guard.check(seg.text, self.question, self.context, self.policy)
+        checked = await self.guard.check(
+            seg.text, self.question, self.context, self.policy, self.reservation
+        )
         seconds = time.perf_counter() - started
         if isinstance(checked, Verified):  # metrics: once per answer (sentence_events)
             return state.verified(checked, seg.offset, seconds * 1000.0)[0]
@@ -115,13 +120,15 @@ async def sentence_events(
     guard: GuardService,
     step_id: str,
     on_report: Any = None,
+    reservation: Reservation | None = None,
 ) -> AsyncIterator[bytes]:
     """SSE bytes for one sentence-mode answer (see the module docstring).
 
     ``on_report`` (optional, async, ``(GuardReport) -> None``) is awaited with the final
-    report before the last event (trace recording).
+    report before the last event (trace recording). ``reservation``: the request's place in
+    the guard queue (:mod:`proxy.admission`), which its segment guards draw on.
     """
-    guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages())
+    guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages(), reservation)
     state = guarded.answer
     segmenter = SentenceSegmenter()
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))

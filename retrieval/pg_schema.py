@@ -23,6 +23,8 @@ from typing import Any
 
 from psycopg import sql
 
+from groundproxy.retrieval.vector_index import build_params
+
 # pg_advisory_lock keys (any two 32-bit ints; "gp" + purpose).
 MIGRATION_LOCK = (0x6770, 1)
 TENANT_LOCK_CLASS = 0x6770_0002  # pg_advisory_xact_lock(class, hashtext(tenant))
@@ -117,6 +119,9 @@ def migrate(conn: Any) -> list[int]:
     return applied
 
 
+PG_DEFAULT_EF_CONSTRUCTION = 64  # pgvector's default
+
+
 def hnsw_index_name(dim: int) -> str:
     return f"gp_chunks_hnsw_{int(dim)}"
 
@@ -136,13 +141,22 @@ def ensure_hnsw_index(conn: Any, dim: int, kind: str | None = None) -> None:
     dim = int(dim)
     if not 0 < dim <= 16_000:
         raise ValueError(f"vector dimension {dim} out of range")
+    # GROUNDPROXY_HNSW_M / _EF_CONSTRUCTION; pgvector's own defaults otherwise
+    m, ef_construction = build_params(PG_DEFAULT_EF_CONSTRUCTION)
     conn.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATION_LOCK)
     try:
         conn.execute(
             sql.SQL(
                 "CREATE INDEX IF NOT EXISTS {} ON gp_chunks USING hnsw "
-                "((embedding::vector({})) vector_cosine_ops) WHERE dim = {}"
-            ).format(sql.Identifier(hnsw_index_name(dim)), sql.Literal(dim), sql.Literal(dim))
+                "((embedding::vector({})) vector_cosine_ops) "
+                "WITH (m = {}, ef_construction = {}) WHERE dim = {}"
+            ).format(
+                sql.Identifier(hnsw_index_name(dim)),
+                sql.Literal(dim),
+                sql.Literal(m),
+                sql.Literal(ef_construction),
+                sql.Literal(dim),
+            )
         )
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s, %s)", MIGRATION_LOCK)

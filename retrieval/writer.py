@@ -51,7 +51,7 @@ from groundproxy.retrieval.sentence_vectors import (
     StoredSentenceVectors,
     stores_sentences,
 )
-from groundproxy.retrieval.vector_index import HnswVectorIndex
+from groundproxy.retrieval.vector_index import HnswVectorIndex, build_params
 from groundproxy.retrieval.writer_base import (
     CHUNK_HASH_CHARS,
     UpsertStatus,
@@ -127,8 +127,9 @@ class IndexWriter(WriterBase):
             )
             self._embedder_name = base_meta.embedder
             self._next_label = base_meta.next_label
-        elif emb is not None:
-            self._vectors = HnswVectorIndex(emb.dim)
+        elif emb is not None:  # a new index: the configured build effort
+            m, ef_construction = build_params()
+            self._vectors = HnswVectorIndex(emb.dim, m=m, ef_construction=ef_construction)
         self._sentences: SentenceVectorWriter | None = None
         if self._vectors is not None and stores_sentences(self._embedder_name, self._vectors.dim):
             base = None

@@ -122,7 +122,8 @@ async def _incremental_response(
         events = relay_events(req, loaded, stream, step_id, on_report)
         headers = response_headers("relay", loaded.policy_id, step_id, rid)
     else:
-        events = sentence_events(req, loaded, stream, guard, step_id, on_report)
+        reservation = held.reservation
+        events = sentence_events(req, loaded, stream, guard, step_id, on_report, reservation)
         headers = response_headers("sentence", loaded.policy_id, step_id, rid)
     return EventStreamResponse(
         _releasing(events, held.detach()),

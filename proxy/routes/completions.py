@@ -63,25 +63,27 @@ async def completions(
     extra = {
         k: v for k, v in data.items() if k not in ("model", "prompt", "stream", "stream_options")
     }
-    call = services.upstream.text_complete(
-        policy.upstream, passthrough_model(policy.upstream, model), data["prompt"], extra
-    )  # a stream answers once the whole answer is in: the stream deadline holds for it
-    body, seconds = await (within_deadline(policy, call) if data.get("stream") else call)
-    state.metrics.observe_upstream(policy.tenant, seconds, body.get("usage"))
-    body["model"], body["object"] = model, "text_completion"
+    services.guard.admit(policy)  # on_overload: reject → 429 before the upstream is called
     reports: list[GuardReport] = []
-    for choice in body.get("choices") or []:
-        text = choice.get("text")
-        if not isinstance(text, str):
-            continue
-        report = await services.guard.guard(text, prompt, [("user", prompt)], policy)
-        reports.append(report)
-        if report.text != text:  # its logprobs describe tokens the guard replaced
-            choice["logprobs"] = None
-        choice["text"] = report.text
-        choice.setdefault("logprobs", None)  # the spec requires it (nullable)
-        if report.blocked:
-            choice["finish_reason"] = "content_filter"
+    async with services.guard.arrival(policy):  # on_overload: queue (proxy.admission)
+        call = services.upstream.text_complete(
+            policy.upstream, passthrough_model(policy.upstream, model), data["prompt"], extra
+        )  # a stream answers once the whole answer is in: the stream deadline holds for it
+        body, seconds = await (within_deadline(policy, call) if data.get("stream") else call)
+        state.metrics.observe_upstream(policy.tenant, seconds, body.get("usage"))
+        body["model"], body["object"] = model, "text_completion"
+        for choice in body.get("choices") or []:
+            text = choice.get("text")
+            if not isinstance(text, str):
+                continue
+            report = await services.guard.guard(text, prompt, [("user", prompt)], policy)
+            reports.append(report)
+            if report.text != text:  # its logprobs describe tokens the guard replaced
+                choice["logprobs"] = None
+            choice["text"] = report.text
+            choice.setdefault("logprobs", None)  # the spec requires it (nullable)
+            if report.blocked:
+                choice["finish_reason"] = "content_filter"
     report = reports[0] if reports else GuardReport("", "", [], trust=1.0, action="none")
     body["groundproxy"] = report_body(report, loaded.policy_id)
     headers = response_headers("buffer", loaded.policy_id, new_step_id(), rid, report=report)

@@ -86,13 +86,21 @@ async def responses(
 ) -> Response:
     req = parse_chat_request(to_chat(data))
     upstream, guard = services
+    guard.admit(loaded.policy)  # on_overload: reject → 429 before the upstream is called
     try:
-        done = await cancel_on_disconnect(
-            request,
-            guarded_completion(
-                req, loaded, upstream, guard, state.metrics, rid, deadline=bool(data.get("stream"))
-            ),
-        )
+        async with guard.arrival(loaded.policy):  # on_overload: queue (proxy.admission)
+            done = await cancel_on_disconnect(
+                request,
+                guarded_completion(
+                    req,
+                    loaded,
+                    upstream,
+                    guard,
+                    state.metrics,
+                    rid,
+                    deadline=bool(data.get("stream")),
+                ),
+            )
     except ClientDisconnected:
         return Response(status_code=499)
     response = to_response(data, done.body, f"resp_{uuid.uuid4().hex}")

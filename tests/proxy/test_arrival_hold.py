@@ -52,10 +52,12 @@ def test_hold_waits_for_room_in_arrival_order() -> None:
         assert reservation is not None and held > 0.0
         order.append(name)
 
+    running = list(queue._tickets)
+
     async def drain() -> None:
-        for _ in range(3):
+        for ticket in running:
             await anyio.sleep(0.05)
-            queue.finished(0.1)  # one guard ends
+            queue.finished(0.1, ticket)  # one guard ends
 
     async def go() -> None:
         async with anyio.create_task_group() as tg:
@@ -157,3 +159,52 @@ def test_a_detached_place_outlives_the_handler_until_the_stream_ends(
         assert service.parts.queue.reserved == 0
 
     anyio.run(go)
+
+
+def test_the_estimate_weighs_guards_by_their_length() -> None:
+    queue = GuardQueue(workers=1)
+    first = queue.enter(60.0, chars=100)
+    queue.finished(0.1, first)  # 0.1 s per 100 characters
+    short = queue.enter(60.0, chars=100)
+    assert queue.estimate(100) == pytest.approx((0.1, 0.1))
+    short.leave()
+    queue.enter(60.0, chars=1000)  # a whole long answer ahead: ten times the work
+    wait, own = queue.estimate(100)
+    assert wait == pytest.approx(1.0) and own == pytest.approx(0.1)
+
+
+def test_a_stream_keeps_its_place_less_each_segment_until_it_ends() -> None:
+    queue = GuardQueue(workers=1)
+    queue.finished(0.3, queue.enter(60.0, chars=300))  # 1 ms per character
+    whole = queue.reserve()
+    queue.finished(0.3, queue.enter(60.0, chars=300, reservation=whole))
+    assert queue.request_chars == 300.0 and queue.reserved == 0  # taken over at once
+    stream = queue.reserve()
+    stream.stream = True
+    assert queue.estimate(0)[0] == pytest.approx(0.3)  # a whole request still to come
+    segment = queue.enter(60.0, chars=100, reservation=stream)
+    queue.finished(0.1, segment)
+    assert queue.reserved == 1  # kept for the segments to come
+    assert queue.estimate(100)[0] == pytest.approx(0.2)  # 200 of its 300 characters left
+    queue.finished(0.2, queue.enter(60.0, chars=200, reservation=stream))
+    assert queue.estimate(100)[0] == 0.0  # its expected text all guarded
+    stream.release()  # the stream ended
+    assert queue.reserved == 0 and queue.request_chars == 300.0
+
+
+def test_every_guarded_tenant_reserves_a_place_the_others_see(service: GuardService) -> None:
+    queue = service.parts.queue
+    queue.recent_s = 0.1
+    unheld = local_policy("u", on_overload="unverified")
+    rejecting = local_policy("r", on_overload="reject")
+    off = local_policy("z", guard=False)
+
+    async def go() -> list[int]:
+        seen = []
+        for policy in (unheld, rejecting, off):
+            async with service.arrival(policy):
+                seen.append(queue.reserved)
+        return seen
+
+    assert anyio.run(go) == [1, 1, 0]
+    assert queue.reserved == 0

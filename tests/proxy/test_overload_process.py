@@ -106,6 +106,31 @@ def test_reject_answers_429_with_retry_after(proxy_port: int, upstream_port: int
     assert 'groundproxy_guard_overload_total{outcome="rejected",tenant="reject"}' in metrics
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/completions", {"model": "gpt-4o-mini", "prompt": QUESTION}),
+        ("/v1/responses", {"model": "gpt-4o-mini", "input": QUESTION}),
+    ],
+)
+def test_every_guarded_route_rejects_before_the_upstream(
+    proxy_port: int, upstream_port: int, path: str, body: dict[str, Any]
+) -> None:
+    def send(tenant: str) -> httpx.Response:
+        url, auth = f"http://127.0.0.1:{proxy_port}{path}", f"Bearer {key(tenant)}"
+        return httpx.post(url, json=body, headers={"authorization": auth}, timeout=60)
+
+    assert _post(proxy_port, "roomy").status_code == 200  # a recent guard time
+    before = upstream_stats(upstream_port)["started"]
+    resp = send("reject")
+    assert resp.status_code == 429, resp.text
+    assert resp.json()["error"]["code"] == "guard_overloaded" and "retry-after" in resp.headers
+    assert upstream_stats(upstream_port)["started"] == before
+    ok = send("roomy")
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["groundproxy"]["action"]
+
+
 async def _one(client: httpx.AsyncClient, tenant: str) -> tuple[str, str, dict[str, Any]]:
     """(tenant, content, groundproxy object) of one answer, buffered or sentence-streamed."""
     headers = {"authorization": f"Bearer {key(tenant)}"}

@@ -101,3 +101,47 @@ def test_parallel_add_builds_the_same_searchable_index_and_reuses_deleted_slots(
     assert (labels[:, 0] == np.arange(n, n + n // 2)).mean() >= 0.99
     odd, _ = parallel.query(vectors[1::2], 1)
     assert (odd[:, 0] == np.arange(1, n, 2)).mean() >= 0.99
+
+
+def test_new_indexes_are_built_with_the_configured_effort(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GROUNDPROXY_HNSW_M / _EF_CONSTRUCTION reach the hnswlib file a real ingest writes."""
+    import hnswlib
+
+    from groundproxy.retrieval.generations import INDEX_FILE, read_current
+    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+    from groundproxy.retrieval.ingest import ingest_texts
+
+    def built(tenant: str) -> tuple[int, int]:
+        pointer = read_current(tmp_path / tenant, tenant)
+        assert pointer is not None
+        index = hnswlib.Index(space="cosine", dim=HashingEmbedder().dim)
+        index.load_index(str(tmp_path / tenant / pointer.generation / INDEX_FILE))
+        return int(index.M), int(index.ef_construction)
+
+    docs = [("a", "The warranty lasts 12 months."), ("b", "Returns within 30 days.")]
+    ingest_texts(tmp_path, "plain", docs, HashingEmbedder())
+    assert built("plain") == (16, 200)
+    monkeypatch.setenv("GROUNDPROXY_HNSW_M", "8")
+    monkeypatch.setenv("GROUNDPROXY_HNSW_EF_CONSTRUCTION", "64")
+    ingest_texts(tmp_path, "quick", docs, HashingEmbedder())
+    assert built("quick") == (8, 64)
+    ingest_texts(tmp_path, "plain", [("c", "Shipping is free.")], HashingEmbedder())
+    assert built("plain") == (16, 200)  # an existing index keeps what it was built with
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("fast", "whole number"), ("5", "between 16 and 2000"), ("99999", "between 16 and 2000")],
+)
+def test_bad_build_settings_are_named(
+    value: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundproxy.retrieval.vector_index import build_params
+
+    monkeypatch.setenv("GROUNDPROXY_HNSW_EF_CONSTRUCTION", value)
+    with pytest.raises(
+        IndexStoreError, match=f"GROUNDPROXY_HNSW_EF_CONSTRUCTION must be .*{message}"
+    ):
+        build_params()

@@ -148,8 +148,13 @@ def test_search_runs_through_the_hnsw_index(storage: PostgresStorage) -> None:
         rows = conn.execute(statement, params).fetchall()
         for knob in ("seqscan", "bitmapscan", "sort"):
             conn.execute(f"RESET enable_{knob}")
+        (definition,) = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (f"gp_chunks_hnsw_{emb.dim}",)
+        ).fetchone()
     assert f"Index Scan using gp_chunks_hnsw_{emb.dim}" in plan and "never executed" not in plan
     assert [r[2] for r in rows] == ["warranty.md", "returns.md"]
+    # built with the configured effort (GROUNDPROXY_HNSW_*; pgvector's defaults here)
+    assert "m='16'" in definition and "ef_construction='64'" in definition
 
 
 def test_tiny_vector_components_are_stored_and_searched(storage: PostgresStorage) -> None:
