@@ -26,7 +26,14 @@ import yaml
 from bench.answers import Answer, distinct_answers, upstream_script
 from groundproxy.guards.types import Embedder
 from groundproxy.policies.keys import hash_key
-from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
+from groundproxy.testing.processes import (
+    REPO_ROOT,
+    free_port,
+    start_fake_upstream,
+    start_process,
+    start_proxy,
+    stop_process,
+)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -394,3 +401,16 @@ async def run_load(
 def client(concurrency: int, timeout_s: float = 60.0) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     return httpx.AsyncClient(timeout=timeout_s, limits=limits)
+
+
+def ingest_samples(data: Path, tenant: str = "acme") -> None:
+    """Index the three sample documents (testing/samples) for ``tenant`` under ``data``
+    through the real ``groundproxy ingest`` command."""
+    samples = REPO_ROOT / "testing" / "samples"
+    docs = [str(samples / n) for n in ("handbook.md", "products.md", "privacy.html")]
+    ingest = start_process(
+        ["-m", "groundproxy.proxy", "ingest", "--tenant", tenant, "--data", str(data),
+         "--no-progress", *docs]
+    )  # fmt: skip
+    if ingest.wait(timeout=600) != 0:
+        raise RuntimeError("ingest of the sample documents failed")

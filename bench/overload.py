@@ -44,12 +44,11 @@ from typing import Any
 import httpx
 import yaml
 
-from bench.harness import median, pct, rss_mb
+from bench.harness import ingest_samples, median, pct, rss_mb
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing import processes as p
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SAMPLES = p.REPO_ROOT / "testing" / "samples"
 ANSWERS = 2000
 TENANTS: dict[str, dict[str, Any]] = {
     "blockq": {"on_guard_error": "block", "on_overload": "queue"},
@@ -86,13 +85,7 @@ def _setup(tmp: Path, up_port: int) -> tuple[Path, Path, Path]:
             **extra,
         }
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), "utf-8")
-    docs = [str(SAMPLES / n) for n in ("handbook.md", "products.md", "privacy.html")]
-    ingest = p.start_process(
-        ["-m", "groundproxy.proxy", "ingest", "--tenant", "acme", "--data", str(data),
-         "--no-progress", *docs]
-    )  # fmt: skip
-    if ingest.wait(timeout=600) != 0:
-        raise RuntimeError("ingest failed")
+    ingest_samples(data)
     return script, policies, data
 
 

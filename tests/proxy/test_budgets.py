@@ -142,3 +142,19 @@ def test_verdict_cache_is_bounded_lru() -> None:
     # evidence is keyed by its content: an edited chunk is a new entry
     v.score([Pair("claim 0", "evidence, edited", None)])
     assert inner.pairs == before + 2
+
+
+def test_past_its_budget_the_report_takes_the_cheap_sentence_split(
+    service: GuardService,
+) -> None:
+    """The budget is spent: the unverified report lists sentences (the linear splitter), not
+    the clauses a full claim split would find (which cost 45 ms more on a long answer)."""
+    answer = "The warranty lasts 24 months, and batteries are covered for 6 months."
+
+    async def run(pol: Policy) -> Any:
+        return await service.guard(answer, "How long?", CONTEXT, pol)
+
+    late = anyio.run(run, policy(verifier={"model": "test-slow"}, latency_budget_ms=100))
+    assert late.unverified and [c.claim.text for c in late.claims] == [answer]
+    failed = anyio.run(run, policy(verifier={"model": "test-broken"}))  # time to spare
+    assert failed.unverified and len(failed.claims) == 2  # its clauses
