@@ -50,6 +50,11 @@ HOLD_POLL_S = 0.005  # how often a held request looks for room
 HOLD_SHARE = 0.5
 
 
+def _ewma(old: float, new: float) -> float:
+    """The running average after ``new`` (``new`` itself for the first value)."""
+    return new if old <= 0 else old + EWMA_ALPHA * (new - old)
+
+
 class Reservation:
     """A request's place among the guards to come, from its arrival to its guard (a stream:
     to its end) — or until ``ttl_s`` has passed, so a place nobody gives back (a stream
@@ -158,10 +163,11 @@ class GuardQueue:
 
     def _request_cost(self, r: Reservation | None = None) -> float:
         """Predicted guard seconds still to come for a request (a new one when None)."""
-        if self.request_chars <= 0:  # nothing measured per request yet: one typical guard
-            return 0.0 if r is not None and r.guarded_chars else self.recent_s
         done = r.guarded_chars if r is not None else 0
-        return self._cost(max(0.0, self.request_chars - done)) if done < self.request_chars else 0.0
+        if self.request_chars <= 0:  # nothing measured per request yet: one typical guard
+            return 0.0 if done else self.recent_s
+        left = self.request_chars - done
+        return self._cost(left) if left > 0 else 0.0
 
     def estimate(self, chars: int | None = None) -> tuple[float, float]:
         """(estimated wait, predicted guard time) in seconds for a guard over ``chars``
@@ -229,28 +235,14 @@ class GuardQueue:
     def _release(self, r: Reservation) -> None:  # lock held
         self._reservations.discard(r)
         if r.guarded_chars > 0:  # what a request guarded in all, for the next estimates
-            seen = float(r.guarded_chars)
-            self.request_chars = (
-                seen
-                if self.request_chars <= 0
-                else self.request_chars + EWMA_ALPHA * (seen - self.request_chars)
-            )
+            self.request_chars = _ewma(self.request_chars, float(r.guarded_chars))
 
-    def finished(self, seconds: float, ticket: Ticket | None = None) -> None:
+    def finished(self, seconds: float, ticket: Ticket) -> None:
         with self.lock:
-            if ticket is not None:
-                self._tickets.discard(ticket)
-            chars = float(ticket.chars) if ticket is not None else 0.0
-            if self.recent_s == 0.0:
-                self.recent_s = seconds
-            else:
-                self.recent_s += EWMA_ALPHA * (seconds - self.recent_s)
-            if chars > 0:  # a guard of unknown length keeps the per-character scale
-                self.recent_chars = (
-                    chars
-                    if self.recent_chars <= 0
-                    else self.recent_chars + EWMA_ALPHA * (chars - self.recent_chars)
-                )
+            self._tickets.discard(ticket)
+            self.recent_s = _ewma(self.recent_s, seconds)
+            if ticket.chars > 0:  # a guard of unknown length keeps the per-character scale
+                self.recent_chars = _ewma(self.recent_chars, float(ticket.chars))
 
     async def run(self, fn: Callable[[], T], ticket: Ticket) -> T:
         """``fn`` in a worker thread once a worker is free; the caller may be cancelled

@@ -234,14 +234,17 @@ class GuardService:
 
     @contextlib.asynccontextmanager
     async def arrival(self, policy: Policy) -> AsyncIterator[Held]:
-        """``on_overload: queue``: hold the request before its upstream call until a guard
-        starting now would end within the budget, at most ``max_queue_ms``
-        (:meth:`proxy.admission.GuardQueue.hold`); the reserved place is given back when
-        the request ends without its guard having taken it over — or, for a stream handed
-        on with :meth:`Held.detach`, when the stream ends."""
+        """A guarded request's admission, before its upstream call: ``on_overload: reject``
+        past the budget raises OverloadedError (429, :meth:`admit`); ``queue`` holds the
+        request until a guard starting now would end within the budget, at most
+        ``max_queue_ms`` (:meth:`proxy.admission.GuardQueue.hold`); the others reserve a
+        place without waiting (:meth:`proxy.admission.GuardQueue.reserve`). The place is
+        given back when the request ends without its guard having taken it over — or, for a
+        stream handed on with :meth:`Held.detach`, when the stream ends."""
         if not policy.guard:
             yield Held(None)
             return
+        self.admit(policy)  # on_overload: reject → 429 here, before the upstream is called
         ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
         if policy.on_overload == "queue" and policy.max_queue_ms > 0:
             reservation, held_s = await self.parts.queue.hold(

@@ -22,7 +22,17 @@ from groundproxy.errors import IndexStoreError
 #: overridden by GROUNDPROXY_HNSW_M / GROUNDPROXY_HNSW_EF_CONSTRUCTION (:func:`build_params`).
 DEFAULT_M = 16
 DEFAULT_EF_CONSTRUCTION = 200
-_PARAM_RANGES = {"M": (4, 128, DEFAULT_M), "EF_CONSTRUCTION": (16, 2000, DEFAULT_EF_CONSTRUCTION)}
+
+
+def _env_int(key: str, default: int, low: int, high: int) -> int:
+    raw = os.environ.get(key, "").strip()
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise IndexStoreError(f"{key} must be a whole number, not {raw!r}") from None
+    if not low <= value <= high:
+        raise IndexStoreError(f"{key} must be between {low} and {high}, not {value}")
+    return value
 
 
 def build_params(ef_construction_default: int = DEFAULT_EF_CONSTRUCTION) -> tuple[int, int]:
@@ -32,19 +42,9 @@ def build_params(ef_construction_default: int = DEFAULT_EF_CONSTRUCTION) -> tupl
     builds faster at some recall: 1M vectors on 2 cores in 9.2 min at 100 (recall@10
     0.83 at the serving ef) against ~14 min at 200 (bench/index.py). An index keeps the
     values it was built with; they apply to indexes created after the change."""
-    values = []
-    for name, (low, high, default) in _PARAM_RANGES.items():
-        default = ef_construction_default if name == "EF_CONSTRUCTION" else default
-        key = f"GROUNDPROXY_HNSW_{name}"
-        raw = os.environ.get(key, "").strip()
-        try:
-            value = int(raw) if raw else default
-        except ValueError:
-            raise IndexStoreError(f"{key} must be a whole number, not {raw!r}") from None
-        if not low <= value <= high:
-            raise IndexStoreError(f"{key} must be between {low} and {high}, not {value}")
-        values.append(value)
-    return values[0], values[1]
+    m = _env_int("GROUNDPROXY_HNSW_M", DEFAULT_M, 4, 128)
+    ef = _env_int("GROUNDPROXY_HNSW_EF_CONSTRUCTION", ef_construction_default, 16, 2000)
+    return m, ef
 
 
 #: Adds of at least this many vectors run on every core (hnswlib's ParallelFor); smaller

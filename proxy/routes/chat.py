@@ -44,13 +44,12 @@ async def chat_completions(
     rid: RequestId,
 ) -> Response:
     upstream, guard = services
-    guard.admit(loaded.policy)  # on_overload: reject → 429 before the upstream is called
-    trace = await trace_for(
-        request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
-    )
     sentence = wants_sentence_mode(req, loaded) and not asks_buffer(request.headers)
-    # on_overload: queue — wait for guard room before the upstream is called (proxy.admission)
+    # before the upstream is called — reject: 429; queue: wait for guard room (proxy.admission)
     async with guard.arrival(loaded.policy) as held:
+        trace = await trace_for(
+            request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
+        )
         if sentence or wants_relay(req, loaded):
             # stream: sentence (proxy.sentence_stream), or unguarded: relayed
             return await _incremental_response(

@@ -63,9 +63,8 @@ async def completions(
     extra = {
         k: v for k, v in data.items() if k not in ("model", "prompt", "stream", "stream_options")
     }
-    services.guard.admit(policy)  # on_overload: reject → 429 before the upstream is called
     reports: list[GuardReport] = []
-    async with services.guard.arrival(policy):  # on_overload: queue (proxy.admission)
+    async with services.guard.arrival(policy):  # reject: 429; queue: wait (proxy.admission)
         call = services.upstream.text_complete(
             policy.upstream, passthrough_model(policy.upstream, model), data["prompt"], extra
         )  # a stream answers once the whole answer is in: the stream deadline holds for it

@@ -86,9 +86,8 @@ async def responses(
 ) -> Response:
     req = parse_chat_request(to_chat(data))
     upstream, guard = services
-    guard.admit(loaded.policy)  # on_overload: reject → 429 before the upstream is called
     try:
-        async with guard.arrival(loaded.policy):  # on_overload: queue (proxy.admission)
+        async with guard.arrival(loaded.policy):  # reject: 429; queue: wait (proxy.admission)
             done = await cancel_on_disconnect(
                 request,
                 guarded_completion(
