@@ -12,6 +12,10 @@ at a time), so a stopped run resumes, a smaller pool reuses a larger one's rows 
 fits below re-run in seconds; the fingerprint covers the code that produces the signals
 and the model files, not the aggregation / fitting code.
 
+``learned`` is the zero-shot learned answer-level decision (policy ``verifier.decision:
+learned``: the combiner shipped in ``models/embedhead/answer-combiner.json``, fitted on
+``../shared/data/train`` only by ``models/train/answer_combiner.py``) on the same test rows.
+
 Then per seed and k: k rows are the tenant's labels, the test rows are the others (at most
 ``--test``), and balanced accuracy is reported on the same test rows for zero-shot,
 ``adapted-v1`` (the adapter as first shipped: 17 features, C = 1), ``adapted`` (what
@@ -45,6 +49,7 @@ from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.proxy.adapt import balanced_accuracy, fit_combiner, signals_of
+from groundproxy.proxy.adapters import shipped_decision
 from groundproxy.proxy.evaluate import eval_policy
 from groundproxy.proxy.feedback import parse_labelled
 from groundproxy.proxy.guarding import GuardService, build_guard
@@ -56,7 +61,8 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ground
 POOL_SEED = 1234
 # The code that produces the cached signals (the serve path up to answer_signals); the
 # adapter's aggregation and fitting (guards/adapter*.py, proxy/adapt.py) are left out on
-# purpose: they run on the cached signals, so changing them must not invalidate the cache.
+# purpose: they run on the cached signals, so changing them must not invalidate the cache;
+# so is the training code (models/train/), which the serve path never imports.
 _SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
 _SIGNAL_FILES = ("proxy/guarding.py", "proxy/guard_build.py", "proxy/evaluate.py")
 _NOT_SIGNALS = ("guards/__init__.py", "guards/adapter.py", "guards/adapter_features.py")
@@ -75,7 +81,11 @@ def fingerprint() -> str:
     files += [ROOT / f for f in _SIGNAL_FILES]
     for p in files:
         rel = p.relative_to(ROOT).as_posix()
-        if rel not in _NOT_SIGNALS and "__pycache__" not in rel:
+        if (
+            rel not in _NOT_SIGNALS
+            and "__pycache__" not in rel
+            and not rel.startswith("models/train/")
+        ):
             h.update(rel.encode() + b"\0" + p.read_bytes())
     for p in sorted((ROOT / "models").rglob("*.onnx")) + sorted(
         (ROOT / "models").rglob("meta.json")
@@ -114,7 +124,9 @@ def extract(
         saved = json.loads(where.read_text(encoding="utf-8"))
     policy = eval_policy("default", "context")
     started = time.perf_counter() - saved["seconds"]
-    for r in rows[len(saved["rows"]) :] if guard is not None else []:
+    todo = rows[len(saved["rows"]) :] if guard is not None else []
+    for r in todo:
+        assert guard is not None
         signals, zero = signals_of(parse_labelled(r), policy, guard())
         saved["rows"].append({"signals": signals, "zero": zero})
         saved["seconds"] = time.perf_counter() - started
@@ -131,7 +143,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "adapted-v1": {"feature_sets": {"legacy": LEGACY_FEATURES}, "cs": (1.0,)},
     "adapted": {},
 }
-COLUMNS = ("zero", "adapted-v1", "adapted", "lexical")
+COLUMNS = ("zero", "learned", "adapted-v1", "adapted", "lexical")
 
 
 def run_file(
@@ -147,6 +159,8 @@ def run_file(
     labels = [int(r["label_hallucinated"]) for r in rows]
     feats = [features_from_signals(s["signals"]) for s in scored]
     zero = [int(s["zero"]) for s in scored]
+    shipped = shipped_decision("embedhead")  # zero-shot, learned on ../shared/data/train
+    learned = [int(shipped.p_hallucinated(f) > shipped.threshold) for f in feats]
     lexp = [int(p < 0.5) for p in lex]
     out: dict[str, Any] = {"file": path.stem, "pool": len(rows), "ms_per_row": 1000 * per_row_s}
     for k in ks:
@@ -170,6 +184,7 @@ def run_file(
                 pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
                 res[name].append(balanced_accuracy(y_te, pred))
             res["zero"].append(balanced_accuracy(y_te, [zero[i] for i in te]))
+            res["learned"].append(balanced_accuracy(y_te, [learned[i] for i in te]))
             res["lexical"].append(balanced_accuracy(y_te, [lexp[i] for i in te]))
         out[f"k{k}"] = {
             name: (statistics.mean(v), statistics.pstdev(v), len(v)) for name, v in res.items() if v

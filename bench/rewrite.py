@@ -2,6 +2,7 @@
 
     nice -n 5 .venv/bin/python -m bench.rewrite [--limit 200] [--verifier default]
         [--files halueval-qa,halueval-dialogue,halueval-summarization] [--out FILE.json]
+        [--decision every_claim|learned]
 
 On ``../shared/data/eval`` HaluEval files, context mode (the row's context is the only
 evidence, given to the guard as a request ``context`` message, as ``groundproxy eval``
@@ -63,8 +64,8 @@ FITTED_TAU = -INTERCEPT / SLOPE  # s where the lexical verifier's P(supported) =
 _CITE = re.compile(r" \[\d+\]")
 
 
-def bench_policy(verifier: str) -> Policy:
-    return local_policy("bench", verifier={"model": verifier})
+def bench_policy(verifier: str, decision: str = "every_claim") -> Policy:
+    return local_policy("bench", verifier={"model": verifier, "decision": decision})
 
 
 def content_changed(report: GuardReport) -> bool:
@@ -204,10 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", default=",".join(FILES))
     p.add_argument("--no-embedder", action="store_true", help="rank evidence by TF-IDF only")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--decision", choices=["every_claim", "learned"], default="every_claim",
+        help="the policy's verifier.decision (learned: the shipped answer combiner)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     guard = build_guard(Settings(batch_window_ms=0))
     verifier = guard.verifier(args.verifier)
-    policy = bench_policy(args.verifier)
+    policy = bench_policy(args.verifier, args.decision)
     results = []
     for name in args.files.split(","):
         print(f"… {name}", file=sys.stderr, flush=True)

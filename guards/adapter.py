@@ -15,19 +15,22 @@ tenant's labels only, and a threshold on its P(hallucinated). With an adapter in
   P(supported)) becomes ``unverifiable`` with the adapter's reason, so the policy's
   ``actions.unverifiable`` applies to it.
 
-The report carries ``adapter`` (version, P(hallucinated), threshold, decision). Pure logic:
-the file is read and cached in :mod:`groundproxy.proxy.adapters`.
+The same mechanism serves a verifier's shipped, learned answer-level decision (policy
+``verifier.decision: learned``, :attr:`Adapter.source` ``"shipped"``) for a tenant without an
+adapter of its own. The report carries ``adapter`` (version, source, P(hallucinated),
+threshold, decision). Pure logic: the files are read and cached in
+:mod:`groundproxy.proxy.adapters`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards.adapter_features import FEATURES, answer_features
+from groundproxy.guards.adapter_features import FEATURES, TOKEN_FEATURES, answer_features
 from groundproxy.guards.stages import Verified, apply, decide
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
@@ -57,6 +60,21 @@ class Adapter:
     coef: tuple[float, ...]
     intercept: float
     threshold: float  # reject iff P(hallucinated) > threshold
+    # "tenant": fitted on the tenant's labels; "shipped": a verifier's learned answer-level
+    # decision (models/<verifier>/answer-combiner.json, policy ``verifier.decision: learned``)
+    source: str = "tenant"
+
+    @property
+    def uses_tokens(self) -> bool:
+        """Whether it reads the token alignment (the caller computes it only then)."""
+        return any(name in TOKEN_FEATURES for name in self.features)
+
+    @property
+    def label(self) -> str:
+        """How reports and explanations name it."""
+        if self.source == "tenant":
+            return f"the tenant's adapter v{self.version}"
+        return f"the learned answer-level decision of '{self.verifier}' v{self.version}"
 
     def p_hallucinated(self, features: Mapping[str, float]) -> float:
         """P(hallucinated) from the named features (:func:`answer_features`)."""
@@ -89,6 +107,9 @@ class Adapter:
         if not isinstance(threshold, int | float) or not 0.0 <= threshold <= 1.0:
             raise PolicyError("adapter: 'threshold' must be a number in [0, 1]")
         (intercept,) = _floats({"intercept": [data.get("intercept")]}, "intercept", 1)
+        source = data.get("source", "tenant")
+        if source not in ("tenant", "shipped"):
+            raise PolicyError("adapter: 'source' must be 'tenant' or 'shipped'")
         return cls(
             version=version,
             verifier=str(data.get("verifier", "")),
@@ -98,6 +119,7 @@ class Adapter:
             coef=tuple(_floats(data, "coef", n)),
             intercept=intercept,
             threshold=float(threshold),
+            source=source,
         )
 
 
@@ -109,17 +131,23 @@ def _accepting(policy: Policy) -> Policy:
     return policy.model_copy(update={"actions": actions})
 
 
-def apply_adapted(verified: Verified, policy: Policy, adapter: Adapter) -> GuardReport:
-    """Stage 2 with the adapter's answer-level decision (module docstring)."""
+def apply_adapted(
+    verified: Verified,
+    policy: Policy,
+    adapter: Adapter,
+    alignment: Sequence[tuple[float, float, float]] | None = None,
+) -> GuardReport:
+    """Stage 2 with the adapter's answer-level decision (module docstring); ``alignment``:
+    each claim's token alignment when :attr:`Adapter.uses_tokens`."""
     results = decide(verified, policy)
-    p = adapter.p_hallucinated(answer_features(verified, results))
+    p = adapter.p_hallucinated(answer_features(verified, results, alignment))
     reject = p > adapter.threshold
     if reject:
         if results and all(r.verdict == "supported" for r in results):
             weakest = min(results, key=lambda r: r.probs.supported)
             weakest.verdict = "unverifiable"
             weakest.explanation = (
-                f"the tenant's adapter v{adapter.version} judges the answer unsupported "
+                f"{adapter.label} judges the answer unsupported "
                 f"(p={p:.2f} > {adapter.threshold:.2f}); this is its weakest claim"
             )
         report = apply(verified, policy, results=results)
@@ -128,6 +156,7 @@ def apply_adapted(verified: Verified, policy: Policy, adapter: Adapter) -> Guard
         report.action = "none"
     report.adapter = {
         "version": adapter.version,
+        "source": adapter.source,
         "p_hallucinated": round(p, 4),
         "threshold": round(adapter.threshold, 4),
         "decision": "reject" if reject else "accept",

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS, answer_signals
+from groundproxy.guards.adapter_signals import CLAIM_FIELDS, NO_ALIGNMENT, answer_signals
 from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import ClaimResult
 
@@ -58,7 +58,16 @@ EXTRA_FEATURES: tuple[str, ...] = (
     "answer_words_log",
     "mean_claim_words_log",
 )
-FEATURES: tuple[str, ...] = LEGACY_FEATURES + EXTRA_FEATURES
+# Added with signals version 2: the token-level alignment of claims with their evidence
+# (models.token_alignment; computed only when an adapter in force names one of these).
+TOKEN_FEATURES: tuple[str, ...] = (
+    "min_tok_mean",
+    "mean_tok_mean",
+    "min_tok_min",
+    "mean_tok_low",
+    "max_tok_low",
+)
+FEATURES: tuple[str, ...] = LEGACY_FEATURES + EXTRA_FEATURES + TOKEN_FEATURES
 # The named subsets ``calibrate --fit`` chooses from by cross-fitting on the tenant's labels.
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "all": FEATURES,
@@ -78,8 +87,10 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
         "answer_words_log",
     ),
 }
+FEATURE_SETS["compact_tok"] = FEATURE_SETS["compact"] + TOKEN_FEATURES
 
 _COL = {name: i for i, name in enumerate(CLAIM_FIELDS)}
+_TOKEN_DEFAULT = dict(zip(("tok_mean", "tok_min", "tok_low"), NO_ALIGNMENT, strict=True))
 
 
 def _mean(xs: Sequence[float], empty: float) -> float:
@@ -92,7 +103,8 @@ def features_from_signals(signals: Mapping[str, Any]) -> dict[str, float]:
     n = len(claims)
 
     def col(name: str) -> list[float]:
-        return [c[_COL[name]] for c in claims]
+        i = _COL[name]  # a version-1 row has no token fields: what no alignment reads
+        return [c[i] if i < len(c) else _TOKEN_DEFAULT[name] for c in claims]
 
     agg: dict[str, Callable[[Sequence[float], float], float]] = {
         "min": lambda xs, d: min(xs, default=d),
@@ -136,9 +148,18 @@ def features_from_signals(signals: Mapping[str, Any]) -> dict[str, float]:
         "mean_lex_claim": a("mean", "lex_claim", 1.0),
         "answer_words_log": math.log1p(float(signals["answer_words"])),
         "mean_claim_words_log": math.log1p(a("mean", "claim_words", 0.0)),
+        "min_tok_mean": a("min", "tok_mean", 1.0),
+        "mean_tok_mean": a("mean", "tok_mean", 1.0),
+        "min_tok_min": a("min", "tok_min", 1.0),
+        "mean_tok_low": a("mean", "tok_low", 0.0),
+        "max_tok_low": a("max", "tok_low", 0.0),
     }
 
 
-def answer_features(verified: Verified, results: Sequence[ClaimResult]) -> dict[str, float]:
+def answer_features(
+    verified: Verified,
+    results: Sequence[ClaimResult],
+    alignment: Sequence[tuple[float, float, float]] | None = None,
+) -> dict[str, float]:
     """The named features of one verified answer (what the adapter applies at serve time)."""
-    return features_from_signals(answer_signals(verified, results))
+    return features_from_signals(answer_signals(verified, results, alignment))

@@ -9,11 +9,12 @@ numbers it is applied to (the benchmark caches them on disk).
 Per claim (:data:`CLAIM_FIELDS`): the decided P(supported), the verifier's best raw
 P(supported) and P(contradicted) over the claim's passages, verdict flags, whether the
 symbolic rules passed, the number of passages and their best retrieval score, the verdict's
-uncertainty, and the lexical-overlap score (the seed-001 TF-IDF method of
-:mod:`guards.lexical`, computed by :mod:`guards.lexical_best`) of the claim against its own
-passages. Per answer: the trust score and the same lexical score of the WHOLE answer against
-every passage the guard gathered (with the question) — the lexical baseline, computed from
-the guard's own evidence.
+uncertainty, the token-level alignment of the claim with its evidence (computed by the
+caller from the embedder's token states), and the lexical-overlap score (the seed-001
+TF-IDF method of :mod:`guards.lexical`, computed by :mod:`guards.lexical_best`) of the
+claim against its own passages. Per answer: the trust score and the same lexical score of
+the WHOLE answer against every passage the guard gathered (with the question) — the
+lexical baseline, computed from the guard's own evidence.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from groundproxy.guards.lexical_best import LexicalScorer
 from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import ClaimResult
 
-SIGNALS_VERSION = 1
+SIGNALS_VERSION = 2  # 2: the token alignment fields
 CLAIM_FIELDS: tuple[str, ...] = (
     "p_supported",
     "raw_supported",
@@ -43,17 +44,30 @@ CLAIM_FIELDS: tuple[str, ...] = (
     "correction",
     "mean_passage_supported",
     "claim_words",
+    # token-level alignment of the claim with its evidence (models.token_alignment): mean and
+    # min best-cosine of its content word pieces, share of pieces with no counterpart
+    "tok_mean",
+    "tok_min",
+    "tok_low",
 )
+# what the token fields read when the embedder gives no token states
+NO_ALIGNMENT = (1.0, 1.0, 0.0)
 
 
-def answer_signals(verified: Verified, results: Sequence[ClaimResult]) -> dict[str, Any]:
+def answer_signals(
+    verified: Verified,
+    results: Sequence[ClaimResult],
+    alignment: Sequence[tuple[float, float, float]] | None = None,
+) -> dict[str, Any]:
     """``{"claims": [[CLAIM_FIELDS…], …], "trust", "lex_answer", "lex_answer_alone" (without
-    the question), "n_passages", "answer_words"}``."""
+    the question), "n_passages", "answer_words"}``. ``alignment``: each claim's token
+    alignment (:mod:`groundproxy.models.token_alignment`), None → :data:`NO_ALIGNMENT`."""
+    aligned = list(alignment) if alignment is not None else [NO_ALIGNMENT] * len(results)
     q = verified.question if verified.question and verified.question.strip() else None
     lexical = LexicalScorer()  # each text tokenized once (guards.lexical_best)
     claims: list[list[float]] = []
     passages: dict[str, None] = {}
-    for s, r in zip(verified.claims, results, strict=True):
+    for s, r, tok in zip(verified.claims, results, aligned, strict=True):
         texts = [e.text for e in s.evidence]
         passages.update(dict.fromkeys(texts))
         claims.append(
@@ -73,6 +87,7 @@ def answer_signals(verified: Verified, results: Sequence[ClaimResult]) -> dict[s
                 float(s.correction_probs is not None),
                 sum(p.supported for p in s.probs) / len(s.probs) if s.probs else 0.0,
                 float(len(s.claim.text.split())),
+                *tok,
             ]
         )
     return {

@@ -74,6 +74,10 @@ class VerifierPolicy(_Strict):
     # verifier without one); "calibrated": the tenant's calibration file; or a number.
     threshold: float | Literal["calibrated", "model"] = "model"
     max_uncertainty: float = Field(default=0.9, ge=0.0, le=1.0)
+    # The answer-level decision when the tenant has no adapter of its own: "every_claim"
+    # (rejected when any claim is not supported) or "learned" (the verifier's shipped
+    # answer combiner, fitted on ../shared/data/train: models/<verifier>/answer-combiner.json).
+    decision: Literal["every_claim", "learned"] = "every_claim"
 
     @field_validator("threshold", mode="before")
     @classmethod

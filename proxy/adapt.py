@@ -57,7 +57,7 @@ def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dic
     verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
     results = decide_claims(verified, policy)
     rule = int(not results or any(r.verdict != "supported" for r in results))
-    return answer_signals(verified, results), rule
+    return answer_signals(verified, results, guard.alignment(verified)), rule
 
 
 def _standardize(x: Matrix) -> tuple[Matrix, Matrix]:

@@ -7,10 +7,16 @@ every version is kept) and then ``<data>/<tenant>/adapter.json``, the version in
 next request, without a restart. No file → no adapter (the zero-shot decision). An
 unreadable file, or one fitted for another verifier than the policy's, is a
 :class:`PolicyError` (the policy's ``on_guard_error`` applies), never a silent fall-back.
+
+A tenant without an adapter whose policy says ``verifier.decision: learned`` is served the
+verifier's shipped answer combiner (:func:`shipped_decision`, fitted on
+``../shared/data/train`` by ``models/train/answer_combiner.py``); a verifier that ships none
+is a :class:`PolicyError` too.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -23,6 +29,9 @@ from groundproxy.retrieval.fsutil import write_json_atomic
 from groundproxy.retrieval.names import validate_tenant
 
 CURRENT = "adapter.json"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+# The verifiers that ship a learned answer-level decision, and where (under models/).
+SHIPPED: dict[str, str] = {"embedhead": "embedhead/answer-combiner.json"}
 _VERSIONED = re.compile(r"^adapter-v(\d+)\.json$")
 
 
@@ -92,3 +101,23 @@ class AdapterCache:
                 f", the policy uses '{verifier}': run 'groundproxy calibrate --fit' again"
             )
         return adapter
+
+
+@functools.cache
+def shipped_decision(verifier: str) -> Adapter:
+    """The learned answer-level decision shipped with ``verifier`` (read once)."""
+    where = SHIPPED.get(verifier)
+    if where is None:
+        raise PolicyError(
+            f"verifier.decision 'learned': verifier '{verifier}' ships no answer combiner "
+            f"(those that do: {', '.join(sorted(SHIPPED))}); use 'every_claim' or fit the "
+            "tenant's own adapter with 'groundproxy calibrate --fit'"
+        )
+    path = MODELS_DIR / where
+    try:
+        adapter = Adapter.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        raise PolicyError(f"cannot read the answer combiner of '{verifier}': {exc}") from exc
+    if adapter.verifier != verifier or adapter.source != "shipped":
+        raise PolicyError(f"{path}: not the shipped answer combiner of '{verifier}'")
+    return adapter

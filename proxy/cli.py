@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verifier", default="default")
     p.add_argument("--mode", choices=["context", "index"], default="context")
     p.add_argument("--limit", type=int, default=None, help="score N rows drawn with --seed")
+    p.add_argument(
+        "--decision",
+        choices=["every_claim", "learned"],
+        default="every_claim",
+        help="the answer-level decision (policy verifier.decision)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the metrics object last")
     p.add_argument(
@@ -195,7 +201,14 @@ def _run(args: argparse.Namespace) -> int:
         from groundproxy.proxy.evaluate import run_eval_command
 
         return run_eval_command(
-            args.file, args.verifier, args.mode, args.limit, args.json, args.seed, args.out
+            args.file,
+            args.verifier,
+            args.mode,
+            args.limit,
+            args.json,
+            args.seed,
+            args.out,
+            decision=args.decision,
         )
     if args.command == "demo":
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):

@@ -1,8 +1,10 @@
 """``groundproxy eval``: a verifier's answer-level metrics on a labelled JSONL file.
 
 Rows as in ``../shared/data/README.md`` (context, query, response, label_hallucinated).
-An answer is predicted hallucinated when any of its claims is not ``supported``; the
-ROC-AUC uses 1 − trust as the hallucination score. An answer with no claims (a question
+An answer is predicted hallucinated when any of its claims is not ``supported`` (or, with
+``--decision learned`` or a tenant adapter, when the answer-level combiner rejects it); the
+ROC-AUC uses 1 − trust as the hallucination score (the combiner's P(hallucinated) when one
+decided). An answer with no claims (a question
 back, a greeting) asserts nothing: the guard serves it untouched with trust 1.0, and eval
 counts it as the guard serves it — not hallucinated (on the eval files 57 of 93 such
 answers are labelled correct). ``--limit N`` scores N rows drawn with ``--seed`` (default
@@ -86,11 +88,11 @@ def sample_rows(rows: Sequence[T], limit: int | None, seed: int = 0) -> list[T]:
     return [rows[i] for i in keep]
 
 
-def eval_policy(verifier: str, mode: str) -> Policy:
+def eval_policy(verifier: str, mode: str, decision: str = "every_claim") -> Policy:
     return local_policy(
         "eval",
         retrieval={"use_request_context": mode == "context"},
-        verifier={"model": verifier},
+        verifier={"model": verifier, "decision": decision},
     )
 
 
@@ -124,10 +126,14 @@ def score_rows(
         report = guard.guard_sync(
             row.response, row.query, context, policy, index=index, cache=False
         )
-        hallucinated = any(c.verdict != "supported" for c in report.claims)  # none: served as is
+        if report.adapter is not None:  # a tenant adapter or the learned decision decided
+            hallucinated = report.adapter["decision"] == "reject"
+            scores.append(float(report.adapter["p_hallucinated"]))
+        else:  # no claims: served as is
+            hallucinated = any(c.verdict != "supported" for c in report.claims)
+            scores.append(1.0 - report.trust)
         labels.append(row.label)
         preds.append(int(hallucinated))
-        scores.append(1.0 - report.trust)
         if per_row is not None:
             per_row.append(
                 {"id": row.id, "label": row.label, "score": scores[-1], "prediction": preds[-1]}
@@ -161,9 +167,12 @@ def evaluate(
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
     seed: int = 0,
     out: Path | None = None,
+    decision: str = "every_claim",
 ) -> dict[str, Any]:
-    """With ``out``: ``rows.jsonl`` (the chosen verifier's per-row results), ``roc.png``
-    and ``reliability.png`` (both verifiers) written there."""
+    """``decision``: the policy's ``verifier.decision`` for the chosen verifier (the lexical
+    baseline always decides "every claim"). With ``out``: ``rows.jsonl`` (the chosen
+    verifier's per-row results), ``roc.png`` and ``reliability.png`` (both verifiers)
+    written there."""
     rows = sample_rows(read_rows(path), limit, seed)
     chosen: list[dict[str, Any]] = []
     lexical: list[dict[str, Any]] = []
@@ -175,7 +184,7 @@ def evaluate(
             index = _build_index(rows, guard.parts.embedder, Path(tmp))
         log(f"scoring {len(rows)} rows with '{verifier.name}' ({mode} mode) …")
         with _bar(len(rows), verifier.name) as bar:
-            policy = eval_policy(verifier_name, mode)
+            policy = eval_policy(verifier_name, mode, decision)
             result = score_rows(rows, policy, guard, index, lambda _: bar.update(1), chosen)
         if guard.verifier("lexical") is verifier:
             base, lexical = dict(result), chosen
@@ -184,7 +193,7 @@ def evaluate(
             with _bar(len(rows), "lexical") as bar:
                 policy = eval_policy("lexical", mode)
                 base = score_rows(rows, policy, guard, index, lambda _: bar.update(1), lexical)
-    result.update(file=str(path), mode=mode, seed=seed, baseline=base)
+    result.update(file=str(path), mode=mode, seed=seed, decision=decision, baseline=base)
     if out is not None:
         runs = {result["verifier"]: chosen, base["verifier"]: lexical}
         for written in write_outputs(out, path.stem, mode, runs):
@@ -228,8 +237,9 @@ def run_eval_command(
     as_json: bool,
     seed: int = 0,
     out: Path | None = None,
+    decision: str = "every_claim",
 ) -> int:
-    result = evaluate(path, verifier, mode, limit, seed=seed, out=out)
+    result = evaluate(path, verifier, mode, limit, seed=seed, out=out, decision=decision)
     base = result["baseline"]
     print(f"{path.name} — {result['n']} rows, {mode} mode")
     print(f"{'verifier':<14}{'bal.acc':>9}{'F1(hal)':>9}{'ROC-AUC':>9}{'ms/ex':>9}")

@@ -36,8 +36,9 @@ from groundproxy.guards import (
     verify,
 )
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
+from groundproxy.models.token_alignment import TokenEmbedder, alignments
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.adapters import AdapterCache
+from groundproxy.proxy.adapters import AdapterCache, shipped_decision
 from groundproxy.proxy.admission import Reservation
 from groundproxy.proxy.guard_build import GuardParts, build_parts
 from groundproxy.proxy.metrics import Metrics
@@ -213,11 +214,26 @@ class GuardService:
         return self.finish(self.verify_sync(answer, question, context, policy, **options), policy)
 
     def finish(self, verified: Verified, policy: Policy) -> GuardReport:
-        """Stage 2, with the tenant's adapter when one is in force (hot-reloaded)."""
-        if self.adapters is None:
+        """Stage 2, with the tenant's adapter when one is in force (hot-reloaded), else —
+        policy ``verifier.decision: learned`` — the verifier's shipped answer combiner."""
+        found = None
+        if self.adapters is not None:
+            found = self.adapters.for_verifier(policy.tenant, verified.verifier)
+        if found is None and policy.verifier.decision == "learned":
+            found = shipped_decision(verified.verifier)
+        if found is None:
             return apply(verified, policy)
-        found = self.adapters.for_verifier(policy.tenant, verified.verifier)
-        return apply(verified, policy) if found is None else apply_adapted(verified, policy, found)
+        alignment = self.alignment(verified) if found.uses_tokens else None
+        return apply_adapted(verified, policy, found, alignment)
+
+    def alignment(self, verified: Verified) -> list[tuple[float, float, float]] | None:
+        """Each claim's token alignment with its evidence (models.token_alignment); None
+        when the embedder gives no token states."""
+        embedder = self.parts.embedder
+        if not isinstance(embedder, TokenEmbedder):
+            return None
+        claims = [(s.claim.text, [e.text for e in s.evidence]) for s in verified.claims]
+        return alignments(embedder, claims, verified.question)
 
     def admit(self, policy: Policy, chars: int | None = None) -> tuple[bool, float]:
         """Admission control (:func:`guards.failures.admission`) from the guard queue's

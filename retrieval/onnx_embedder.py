@@ -39,6 +39,7 @@ import numpy.typing as npt
 from groundproxy.errors import ModelLoadError
 from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
+from groundproxy.retrieval.token_states import TokenStateLRU, TokenStates, unit_states
 from groundproxy.retrieval.vector_lru import DEFAULT_SIZE, VectorLRU
 
 Variant = Literal["fp32", "int8"]
@@ -207,6 +208,8 @@ class OnnxEmbedder:
         # vectors made recently, by text: a claim embedded for the index search is not
         # embedded again by the verifier (retrieval.vector_lru)
         self.lru = VectorLRU(lru_size)
+        # the token states of the texts embedded recently (retrieval.token_states)
+        self.token_lru = TokenStateLRU()
         self.variant = variant
         self.name = VARIANT_NAMES[variant]
         self.dim = MINILM_DIM
@@ -238,7 +241,27 @@ class OnnxEmbedder:
         the LRU)."""
         return self.lru.encode(list(texts), self.dim, self._encode_all)
 
-    def _encode_all(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
+        """Each text's word pieces and unit last-layer states (truncated like the vectors):
+        kept ones from the pass that embedded them, the rest from one more pass."""
+        items = list(texts)
+        found: dict[str, TokenStates] = {}
+        missing: list[str] = []
+        for t in dict.fromkeys(items):
+            hit = self.token_lru.get(t)
+            if hit is None:
+                missing.append(t)
+            else:
+                found[t] = hit
+        if missing:
+            self._encode_all(missing, found)
+        return [found[t] for t in items]
+
+    def _encode_all(
+        self, texts: Sequence[str], states: dict[str, TokenStates] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Vectors of ``texts``; their token states are kept in :attr:`token_lru` (and
+        written into ``states`` when given)."""
         items = list(texts)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:
@@ -247,12 +270,23 @@ class OnnxEmbedder:
             encs = self._tokenizer.encode_batch(items)
             ids = [np.asarray(e.ids, dtype=np.int64) for e in encs]
             for group in length_groups([len(x) for x in ids], self.batch_size):
-                out[group] = self._encode_group([ids[i] for i in group])
+                vectors, hidden = self._encode_group([ids[i] for i in group])
+                out[group] = vectors
+                for row, i in enumerate(group):
+                    kept = TokenStates(
+                        tuple(encs[i].tokens[1:-1]), unit_states(hidden[row], len(ids[i]) - 2)
+                    )
+                    self.token_lru.put(items[i], kept)
+                    if states is not None:
+                        states[items[i]] = kept
         except (RuntimeError, ValueError, TypeError) as exc:
             raise ModelLoadError(f"embedder {self.name} failed to encode: {exc}") from exc
         return out
 
-    def _encode_group(self, rows: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.float32]:
+    def _encode_group(
+        self, rows: list[npt.NDArray[np.int64]]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """(unit sentence vectors, last-layer token states) of one padded batch."""
         width = max(len(r) for r in rows)
         ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -265,7 +299,7 @@ class OnnxEmbedder:
         pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: npt.NDArray[np.float32] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-        return unit
+        return unit, hidden
 
 
 # One ONNX run costs about as much as this many tokens of the network (measured on the

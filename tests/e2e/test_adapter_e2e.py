@@ -40,6 +40,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Iter
     data.mkdir()
     spec = _policy("acme", upstream_port)
     (policies / "acme.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    learned = _policy("globex", upstream_port, verifier={"decision": "learned"})
+    (policies / "globex.yaml").write_text(yaml.safe_dump(learned), encoding="utf-8")
     port = free_port()
     proc = start_proxy(port, policies, data, log_path=root / "proxy.log")
     try:
@@ -48,9 +50,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Iter
         stop_process(proc)
 
 
-def _check(c: httpx.Client, answer: str, n: int) -> httpx.Response:
+def _check(c: httpx.Client, answer: str, n: int, tenant: str = "acme") -> httpx.Response:
     body = {"answer": answer, "question": QUESTION, "context": [CONTEXT.format(n=n)]}
-    resp = c.post("/v1/groundproxy/check", json=body, headers=_auth(KEYS["acme"]))
+    resp = c.post("/v1/groundproxy/check", json=body, headers=_auth(KEYS[tenant]))
     assert resp.status_code == 200, resp.text
     return resp
 
@@ -123,3 +125,23 @@ def test_feedback_fit_changes_the_served_verdict(server: Any) -> None:
         wrong = _check(c, WRONG.format(n=77), 77).json()
         assert wrong["groundproxy"]["adapter"]["decision"] == "reject"
         assert wrong["action"] != "none"
+
+
+def test_learned_decision_is_served_for_a_tenant_without_adapter(server: Any) -> None:
+    """Policy ``verifier.decision: learned``: the embedhead's shipped answer combiner decides
+    (the report names it), a wrong time is still rejected, and acme's tenant adapter (if the
+    test above fitted one) never leaks into globex's answers."""
+    url, _, _ = server
+    with httpx.Client(base_url=url, timeout=120) as c:
+        right = _check(c, "The meeting is on Tuesday at 10:00 in room 5.", 5, "globex").json()
+        wrong = _check(c, WRONG.format(n=5), 5, "globex").json()
+    for body in (right, wrong):
+        adapter = body["groundproxy"]["adapter"]
+        assert adapter["source"] == "shipped" and adapter["version"] == 1
+        assert 0.0 <= adapter["p_hallucinated"] <= 1.0
+    assert right["groundproxy"]["adapter"]["decision"] == "accept" and right["action"] == "none"
+    assert wrong["groundproxy"]["adapter"]["decision"] == "reject" and wrong["action"] != "none"
+    assert (
+        wrong["groundproxy"]["adapter"]["p_hallucinated"]
+        > right["groundproxy"]["adapter"]["p_hallucinated"]
+    )

@@ -112,6 +112,7 @@ def test_unknown_top_level_key_names_closest(tmp_path: Path) -> None:
             "unknown key 'retrieval.top_kk' — did you mean 'retrieval.top_k'?",
         ),
         ("actions:\n  Contradicted: block\n", "did you mean 'actions.contradicted'?"),
+        ("verifier:\n  decison: learned\n", "did you mean 'verifier.decision'?"),
         (
             "verifier:\n  zzz: 1\n",
             "unknown key 'verifier.zzz' — valid keys under 'verifier': model,",

@@ -155,3 +155,27 @@ def test_eval_shows_progress_and_writes_rows_and_plots(tmp_path: Path, n: int) -
     assert all(0.0 <= r["score"] <= 1.0 and r["prediction"] in (0, 1) for r in written)
     for name in ("roc.png", "reliability.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_with_the_learned_decision_scores_by_the_combiner(tmp_path: Path) -> None:
+    """``eval --decision learned``: rows are decided by the shipped answer combiner (the
+    real embedhead, token alignment from the real MiniLM), its P(hallucinated) is the score;
+    the lexical baseline still decides "every claim"."""
+    answers = ("The Zephyr kettle boils water in 45 seconds.", "The Zephyr kettle sings opera.")
+    rows = [
+        {"id": f"r{i}", "context": KETTLE, "query": "How fast does the kettle boil?",
+         "response": answers[i % 2], "label_hallucinated": i % 2}
+        for i in range(4)
+    ]  # fmt: skip
+    file = tmp_path / "tiny.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out"
+    done = run_cli("eval", str(file), "--decision", "learned", "--json", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["decision"] == "learned" and result["verifier"] == "embedhead"
+    assert result["balanced_accuracy"] == 1.0 and result["roc_auc"] == 1.0
+    written = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert [r["prediction"] for r in written] == [0, 1, 0, 1]
+    assert written[1]["score"] > written[0]["score"]
+    assert result["baseline"]["verifier"] == "lexical"

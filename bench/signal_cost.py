@@ -1,0 +1,128 @@
+"""What the learned answer-level decision adds per answer, beside the "every claim" one.
+
+The same distinct 5-claim answers as ``bench.guard_stages`` (bench.answers), each verified
+once through the served path (:meth:`GuardService.verify_sync`, ``embedhead``, no verdict
+cache), then finished both ways on that same verification, interleaved:
+
+- ``every_claim``: stage 2 as by default (:func:`guards.stages.apply`);
+- ``learned``: the shipped answer combiner (policy ``verifier.decision: learned``): the
+  answer-level signals and features, the combiner, stage 2 (plus the token alignment when
+  the combiner reads it);
+- ``token alignment``: every claim's token alignment (:mod:`models.token_alignment`), what a
+  tenant adapter that chose token features adds on top.
+
+Two evidence paths: ``index`` (a ~300-document tenant index: the evidence sentences'
+vectors were stored at ingest, so their token states are made by one more embedder pass)
+and ``context`` (the same documents sent as request context: the verifier just embedded
+those sentences, their token states are kept from that pass). Each answer starts with the
+embedder's vector and token-state LRUs empty, as a request with a distinct answer finds
+them.
+
+    .venv/bin/python -m bench.signal_cost [--n 40] [--docs 300] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.answers import distinct_answers
+from bench.guard_latency import _docs, _pct
+from groundproxy.guards import answer_features, apply, apply_adapted, decide_claims
+from groundproxy.policies.schema import local_policy
+from groundproxy.proxy.adapters import shipped_decision
+from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.settings import Settings
+from groundproxy.retrieval.ingest import ingest_texts
+from groundproxy.retrieval.sentence_split import split_sentences
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=40)
+    ap.add_argument("--docs", type=int, default=300)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gp-signal-cost-"))
+    docs = _docs(args.docs)
+    by_id = dict(docs)
+    firsts = [(d, sents[0]) for d, text in docs if (sents := split_sentences(text))]
+    combiner = shipped_decision("embedhead")
+    lines = [
+        f"signal cost: {args.n} distinct 5-claim answers, ~{args.docs} documents; ms per answer "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at start)",
+        f"combiner: {len(combiner.features)} features, token alignment: {combiner.uses_tokens}",
+        "",
+        f"{'path':<9}{'part':<30}{'p50':>8}{'p90':>8}{'mean':>8}",
+    ]
+    with build_guard(Settings(data=work, batch_window_ms=0)) as guard:
+        embedder: Any = guard.parts.embedder
+        ingest_texts(work, "bench", docs, embedder)
+        answers = distinct_answers(docs, args.n + 3)
+        for path in ("index", "context"):
+            index = {"index": "bench"} if path == "index" else {"index": None}
+            ctx_on = path == "context"
+            policy = local_policy(
+                "bench",
+                retrieval={**index, "use_request_context": ctx_on},
+                latency_budget_ms=60_000,
+            )
+            parts: dict[str, list[float]] = {
+                k: [] for k in ("every_claim", "learned", "features", "added", "alignment")
+            }
+            for i, a in enumerate(answers):
+                context: list[tuple[str, str]] = []
+                if ctx_on:  # the documents the answer's sentences come from, as context
+                    context = [("context", by_id[d]) for d, first in firsts if first in a.text]
+                for lru in (embedder.lru, embedder.token_lru):
+                    lru.clear()
+                verified = (
+                    guard.verify_sync(a.text, a.question, context, policy, cache=False, index=None)
+                    if ctx_on  # the request's context only, as eval's context mode
+                    else guard.verify_sync(a.text, a.question, context, policy, cache=False)
+                )
+                t0 = time.perf_counter()
+                apply(verified, policy)
+                t1 = time.perf_counter()
+                alignment = guard.alignment(verified)
+                t2 = time.perf_counter()
+                answer_features(verified, decide_claims(verified, policy), alignment)
+                t3 = time.perf_counter()
+                apply_adapted(verified, policy, combiner, alignment)
+                t4 = time.perf_counter()
+                base, t_align, t_feat, whole = (
+                    1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t4 - t3)
+                )  # fmt: skip
+                if i < 3:  # warm-up
+                    continue
+                learned = whole + (t_align if combiner.uses_tokens else 0.0)
+                parts["every_claim"].append(base)
+                parts["learned"].append(learned)
+                parts["alignment"].append(t_align)
+                parts["features"].append(t_feat)
+                parts["added"].append(learned - base)
+            for name, xs in parts.items():
+                label = {
+                    "every_claim": "stage 2, every_claim",
+                    "learned": "stage 2, learned",
+                    "features": "  signals + features",
+                    "added": "added by learned",
+                    "alignment": "token alignment (if used)",
+                }[name]
+                lines.append(
+                    f"{path:<9}{label:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
+                    f"{statistics.fmean(xs):>8.2f}"
+                )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
