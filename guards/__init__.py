@@ -20,6 +20,7 @@ from groundproxy.guards.adapter import Adapter, apply_adapted
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
     FEATURES,
+    TOKEN_FEATURES,
     answer_features,
     features_from_signals,
 )
@@ -52,6 +53,7 @@ from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, wal
 __all__ = [
     "FEATURES",
     "FEATURE_SETS",
+    "TOKEN_FEATURES",
     "Adapter",
     "CachingVerifier",
     "Segment",

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import (
     FEATURE_SETS,
+    TOKEN_FEATURES,
     answer_signals,
     conformal_threshold,
     decide_claims,
@@ -214,6 +215,17 @@ def fit_combiner(
     }
 
 
+def without_token_features(sets: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """``sets`` less the token alignment features (a set left the same as another is
+    dropped)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, names in sets.items():
+        kept = tuple(n for n in names if n not in TOKEN_FEATURES)
+        if kept and kept not in out.values():
+            out[name] = kept
+    return out
+
+
 def fit_tenant(
     tenant: str,
     *,
@@ -224,8 +236,11 @@ def fit_tenant(
     cal_fraction: float = 0.5,
     seed: int = 0,
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+    token_features: bool = True,
 ) -> dict[str, Any]:
-    """Fit and write the tenant's next adapter version; returns its content (+ path)."""
+    """Fit and write the tenant's next adapter version; returns its content (+ path).
+    ``token_features`` False: the feature sets without the token alignment
+    (:func:`without_token_features`)."""
     items = read_labelled(feedback_path(data, tenant))
     if labels_file is not None:
         more = read_labelled(labels_file)
@@ -239,7 +254,10 @@ def fit_tenant(
         scored = [signals_of(it, policy, guard) for it in items]
     labels = [it.label_hallucinated for it in items]
     features = [features_from_signals(f) for f, _ in scored]
-    content = fit_combiner(features, labels, alpha=alpha, cal_fraction=cal_fraction, seed=seed)
+    sets = FEATURE_SETS if token_features else without_token_features(FEATURE_SETS)
+    content = fit_combiner(
+        features, labels, alpha=alpha, cal_fraction=cal_fraction, seed=seed, feature_sets=sets
+    )
     rule = [r for _, r in scored]
     content["fit"]["zero_shot_balanced_accuracy"] = round(balanced_accuracy(labels, rule), 4)
     content.update(

@@ -37,6 +37,7 @@ def run_fit_command(args: argparse.Namespace, data: Path, policies: Path) -> int
         alpha=args.alpha,
         cal_fraction=args.cal_fraction,
         seed=args.seed,
+        token_features=not args.no_token_features,
     )
     f = c["fit"]
     print(

@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="learn the tenant's adapter from its feedback (and FILE); see proxy/adapt.py",
     )
+    p.add_argument(
+        "--no-token-features",
+        action="store_true",
+        help="with --fit: leave out the token alignment (costly when the evidence comes from "
+        "an index: its sentences are embedded again)",
+    )
     p.add_argument("--alpha", type=float, default=None, help="default 0.1; with --fit: none")
     p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
     _add_folders(p, "data", "policies")

@@ -11,9 +11,15 @@ import pytest
 
 from groundproxy.errors import BadRequestError, PolicyError
 from groundproxy.guards.adapter import Adapter
-from groundproxy.guards.adapter_features import FEATURES, LEGACY_FEATURES, features_from_signals
+from groundproxy.guards.adapter_features import (
+    FEATURE_SETS,
+    FEATURES,
+    LEGACY_FEATURES,
+    TOKEN_FEATURES,
+    features_from_signals,
+)
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.proxy.adapt import best_threshold, fit_combiner
+from groundproxy.proxy.adapt import best_threshold, fit_combiner, without_token_features
 from groundproxy.proxy.adapters import AdapterCache, versions, write_adapter
 from groundproxy.proxy.feedback import (
     Labelled,
@@ -124,3 +130,22 @@ def test_feedback_records(tmp_path: Path) -> None:
     append(tmp_path, "acme", row)
     stored = read_labelled(feedback_path(tmp_path, "acme"))
     assert [s.label_hallucinated for s in stored] == [1, 0] and stored[0].id.startswith("fb-")
+
+
+def test_feature_sets_without_token_features() -> None:
+    sets = without_token_features(FEATURE_SETS)
+    assert set(sets) == {"all", "legacy", "compact"}  # compact_tok is compact without them
+    assert all(not set(names) & set(TOKEN_FEATURES) for names in sets.values())
+    assert sets["compact"] == FEATURE_SETS["compact"]
+    assert set(FEATURE_SETS["all"]) - set(sets["all"]) == set(TOKEN_FEATURES)
+
+
+def test_version_one_signals_read_as_no_alignment() -> None:
+    """Signals cached before the token fields (15 per claim) give the neutral alignment."""
+    row = [0.9] * (len(CLAIM_FIELDS) - 3)
+    old = {"claims": [row], "trust": 0.9, "lex_answer": 0.5, "lex_answer_alone": 0.5,
+           "n_passages": 1, "answer_words": 5}  # fmt: skip
+    f = features_from_signals(old)
+    assert f["min_tok_mean"] == 1.0 and f["min_tok_min"] == 1.0 and f["max_tok_low"] == 0.0
+    new = features_from_signals({**old, "claims": [[*row, 0.7, 0.2, 0.5]]})
+    assert new["min_tok_mean"] == 0.7 and new["min_tok_min"] == 0.2 and new["max_tok_low"] == 0.5
