@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from groundproxy.policies.schema import RulesPolicy
 QUANTITY_CACHE = 4096  # texts whose quantities are kept (frozen Quantity tuples)
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
+COUNTED_WORDS = 3  # words after a bare number that may name what it counts
 ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold
 _WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")  # any script: "Garantie", "保証期間は"
 _CURRENCIES = "$€£¥"
@@ -123,6 +125,31 @@ def _stated(
             if denial is None:
                 denial = idx
     return False, denial
+
+
+def _stated_in_words(claim: str, q: Quantity, evidence: Sequence[str], negated: bool) -> bool:
+    """A counted noun the evidence states with the same number word but other words around
+    it: "Two FBI agents are injured" / "two agents were injured", "Seventeen counts were
+    capital charges" / "Seventeen of the 30 counts were …" — the quantity parser reads the
+    unit as the word after the number ("fbi"; none after "Seventeen of"), so without this a
+    right claim was "corrected" from another count of the same noun ("Twelve FBI agents")."""
+    if q.kind != "number":
+        return False
+    nouns: set[str] = set()  # the words right after the number, up to the first stop word
+    for m in itertools.islice(_WORD.finditer(claim, q.span[1]), COUNTED_WORDS):
+        word = _stem(m.group())
+        if word in ENGLISH_STOP_WORDS:
+            break
+        nouns.add(word)
+    if not nouns:
+        return False
+    value = re.compile(rf"(?<![\w.,]){re.escape(q.surface)}(?![\w]|[.,]\d)", re.IGNORECASE)
+    for text in evidence:
+        for m in value.finditer(text):
+            words = itertools.islice(_WORD.finditer(text, m.end()), COUNTED_WORDS + 1)
+            if nouns & {_stem(w.group()) for w in words} and denied(text, m.start()) == negated:
+                return True
+    return False
 
 
 def _comparable(q: Quantity, e: Quantity) -> bool:
@@ -226,6 +253,8 @@ def check_claim(
         negated = denied(claim, q.span[0])
         stated, denial = _stated(q, negated, evidence, evidence_qs)
         if stated or _stated(q, negated, extra, extra_qs)[0]:
+            continue
+        if _stated_in_words(claim, q, evidence, negated):
             continue
         found = _find_mismatch(claim, q, evidence, evidence_qs, about)
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):

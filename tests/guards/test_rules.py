@@ -161,3 +161,29 @@ def test_clock_times_are_one_quantity_each() -> None:
     result = check_claim("The meeting is at 15:00.", ["The team meeting is at 10:00."])
     assert result.mismatches == [("15:00", "10:00")]
     assert result.correction == "The meeting is at 10:00."
+
+
+def test_a_count_stated_with_other_words_is_not_corrected_from_another_count() -> None:
+    """HaluEval-summarization rows 35 and 84 (right summaries the rewrite bench saw changed):
+    the number word is in the evidence, counting the same noun in other words."""
+    crash = (
+        "In the end, two agents were injured in a crash and the suspect was shot. "
+        "Twelve FBI agents and six government vehicles followed Charleston."
+    )
+    right = check_claim("Two FBI agents are injured.", [crash])
+    assert right.ok and right.correction is None
+    trial = (
+        "Jurors found him guilty of all 30 counts he faced. Seventeen of the 30 counts "
+        "were capital charges, meaning he is eligible for the death penalty."
+    )
+    counts = check_claim("Seventeen counts were capital charges.", [trial])
+    assert counts.ok and counts.correction is None
+    # a count the evidence does not state is still not supported
+    wrong = check_claim("Nine agents were injured in a crash.", [crash])
+    assert not wrong.ok
+    # the same number word counting something else does not count
+    other = check_claim("Two suspects were injured in a crash.", [crash])
+    assert not other.ok
+    # nor does the number word in a denial ("never two agents")
+    denial = check_claim("Two agents were injured.", ["Never two agents were injured."])
+    assert not denial.ok
