@@ -333,8 +333,8 @@ class GuardService:
         started = time.perf_counter()
         checked = await self.check(answer, question, context, policy)
         if isinstance(checked, Verified):
-            try:
-                report = self.finish(checked, policy)
+            try:  # in a worker thread: an adapter's token alignment may run the embedder
+                report = await anyio.to_thread.run_sync(self.finish, checked, policy)
             except GroundproxyError as err:  # an unreadable adapter: on_guard_error
                 report = failure_report(answer, policy, err)
         else:
