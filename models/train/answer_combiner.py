@@ -54,8 +54,6 @@ POOLS: dict[str, int] = {
     # WiCE: none — its 3 + 1 out-of-sample rows are too few (oracle and article share claims)
 }
 Matrix = npt.NDArray[np.float64]
-PREPARE_CAP = 1500  # models.train.prepare's --cap and --val-frac the shipped verifier used
-PREPARE_VAL_FRAC = 0.15
 C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 1.0)  # L2 strengths tried (smaller: stronger)
 SHARED_CLAIMS = ("wice-oracle", "wice-article", "fever-nli", "fever-symmetric")
 
@@ -66,17 +64,12 @@ def cache_dir() -> Path:
     return CACHE / "train-signals"
 
 
-def seen_contexts(data: Path, stem: str) -> set[str]:
-    """The contexts the embedhead verifier was trained on for this train file: the
-    ``models.train.prepare`` rows (a seeded sample of ``--cap`` 1,500) whose context fell in
-    its train split (their synthetic pairs were made from these contexts too)."""
-    from groundproxy.models.train.prepare import SEED, _ctx_hash
+@functools.cache
+def train_rows(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
+    """Every row of one train file (read once per run)."""
+    from groundproxy.models.train.prepare import read_jsonl
 
-    rows = read_jsonl(data / "train" / f"{stem}.jsonl")
-    if len(rows) > PREPARE_CAP:
-        rows = random.Random(f"{SEED}:{stem}").sample(rows, PREPARE_CAP)
-    contexts = (str(r.get("context") or "") for r in rows)
-    return {c for c in contexts if (_ctx_hash(c) % 1000) >= PREPARE_VAL_FRAC * 1000}
+    return tuple(read_jsonl(data / "train" / f"{stem}.jsonl"))
 
 
 @functools.cache
@@ -85,38 +78,30 @@ def seen_claims(data: Path) -> frozenset[str]:
     oracle and article rows share claims (with other evidence), FEVER-Symmetric shares
     claims with FEVER-NLI — there a row whose claim was trained on with other evidence is
     in-sample too (train WiCE read ROC-AUC 0.99 without this)."""
-    from groundproxy.models.train.prepare import SEED, _ctx_hash
+    from groundproxy.models.train.prepare import training_rows
 
-    out: set[str] = set()
-    for stem in SHARED_CLAIMS:
-        rows = read_jsonl(data / "train" / f"{stem}.jsonl")
-        if len(rows) > PREPARE_CAP:
-            rows = random.Random(f"{SEED}:{stem}").sample(rows, PREPARE_CAP)
-        for r in rows:
-            context = str(r.get("context") or "")
-            if (_ctx_hash(context) % 1000) >= PREPARE_VAL_FRAC * 1000:
-                out.add(str(r.get("response") or ""))
-    return frozenset(out)
+    rows = (r for stem in SHARED_CLAIMS for r in training_rows(train_rows(data, stem), stem))
+    return frozenset(str(r.get("response") or "") for r in rows)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
-
-
-def pool(data: Path, stem: str) -> list[dict[str, Any]]:
+@functools.cache
+def pool(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
     """The file's out-of-sample rows (context never seen by the verifier's training), in a
     seeded order, at most ``POOLS[stem]``: a combiner fitted on the verifier's in-sample
     scores would learn to trust them far too much (train WiCE: ROC-AUC 0.99 in-sample)."""
     from bench.kshot import POOL_SEED
+    from groundproxy.models.train.prepare import training_rows
 
-    seen, claims = seen_contexts(data, stem), seen_claims(data)
+    # contexts the verifier was trained on (their synthetic pairs were made from them too)
+    seen = {str(r.get("context") or "") for r in training_rows(train_rows(data, stem), stem)}
+    claims = seen_claims(data)
     rows = [
         r
-        for r in read_jsonl(data / "train" / f"{stem}.jsonl")
+        for r in train_rows(data, stem)
         if r["context"] not in seen and (stem not in SHARED_CLAIMS or r["response"] not in claims)
     ]
     random.Random(POOL_SEED).shuffle(rows)
-    return rows[: POOLS[stem]]
+    return tuple(rows[: POOLS[stem]])
 
 
 def _cache_file(stem: str) -> Path:
@@ -217,9 +202,6 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
     from groundproxy.guards.adapter_features import FEATURE_SETS, features_from_signals
     from groundproxy.proxy.adapt import balanced_accuracy
 
-    def _auc(y: npt.NDArray[np.int64], p: Matrix) -> float:
-        return float(roc_auc_score(y, p))
-
     per_file = cached(data)
     groups: list[str] = []
     feats: list[Mapping[str, float]] = []
@@ -258,9 +240,9 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
             oof = np.zeros(len(y))
             for f in files:  # leave one train file out
                 te = g == f
-                mean, scale, m = _fit(x[~te], y[~te], _weights(groups_of(g, ~te), y[~te]), c)
+                mean, scale, m = _fit(x[~te], y[~te], _weights(g[~te].tolist(), y[~te]), c)
                 oof[te] = m.predict_proba((x[te] - mean) / scale)[:, 1]
-            auc = float(np.mean([_auc(y[g == f], oof[g == f]) for f in files]))
+            auc = float(np.mean([roc_auc_score(y[g == f], oof[g == f]) for f in files]))
             cuts: list[float] = np.unique(np.round(oof, 3)).tolist()
             cut = max(cuts, key=functools.partial(mean_bacc, oof))
             bacc = mean_bacc(oof, cut)
@@ -274,7 +256,7 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
     per = {
         f: {
             "n": int((g == f).sum()),
-            "roc_auc": round(_auc(y[g == f], oof[g == f]), 4),
+            "roc_auc": round(roc_auc_score(y[g == f], oof[g == f]), 4),
             "balanced_accuracy": round(
                 balanced_accuracy(y[g == f].tolist(), (oof[g == f] > threshold).tolist()), 4
             ),
@@ -307,10 +289,6 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
     }
     out.write_text(json.dumps(content, indent=1) + "\n", encoding="utf-8")
     return content
-
-
-def groups_of(g: npt.NDArray[Any], mask: npt.NDArray[np.bool_]) -> list[str]:
-    return [str(v) for v in g[mask]]
 
 
 def main() -> None:

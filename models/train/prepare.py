@@ -28,6 +28,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,35 @@ def _ctx_hash(text: str) -> int:
     return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16)
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+
+
+def sampled_rows(
+    rows: Sequence[dict[str, Any]], source: str, cap: int = 1500
+) -> list[dict[str, Any]]:
+    """The rows of one train file (``source``: its stem) training reads: all, or a seeded
+    sample of ``cap``."""
+    if len(rows) > cap:
+        return random.Random(f"{SEED}:{source}").sample(list(rows), cap)
+    return list(rows)
+
+
+def in_validation(context: str, val_frac: float = 0.15) -> bool:
+    """Whether a row falls in the held-out split: decided by its context (so no evidence
+    text is shared across the split)."""
+    return (_ctx_hash(context) % 1000) < val_frac * 1000
+
+
+def training_rows(
+    rows: Sequence[dict[str, Any]], source: str, cap: int = 1500, val_frac: float = 0.15
+) -> list[dict[str, Any]]:
+    """The rows of one train file the verifier was fitted on (its train split): what
+    :func:`collect_examples` trains on, for tools that must keep clear of it."""
+    sample = sampled_rows(rows, source, cap)
+    return [r for r in sample if not in_validation(str(r.get("context") or ""), val_frac)]
+
+
 def collect_examples(
     data: Path,
     cap: int = 1500,
@@ -75,9 +105,7 @@ def collect_examples(
     val_multi: list[tuple[dict[str, Any], list[str]]] = []
     for path in files:
         source = path.stem
-        rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
-        if len(rows) > cap:
-            rows = random.Random(f"{SEED}:{source}").sample(rows, cap)
+        rows = sampled_rows(read_jsonl(path), source, cap)
         docs: dict[str, None] = {}
         n_multi = 0
         for r in rows:
@@ -90,7 +118,7 @@ def collect_examples(
                 target = str(label3)
             else:
                 target = "not_supported" if int(r["label_hallucinated"]) else "supported"
-            split = "val" if (_ctx_hash(context) % 1000) < val_frac * 1000 else "train"
+            split = "val" if in_validation(context, val_frac) else "train"
             if split == "train":
                 docs[context] = None
             rec = {
