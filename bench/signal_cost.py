@@ -11,6 +11,12 @@ cache), then finished both ways on that same verification, interleaved:
 - ``token alignment``: every claim's token alignment (:mod:`models.token_alignment`), what a
   tenant adapter that chose token features adds on top.
 
+Last, what keeping token states costs the embedder when no signal reads them (since
+``OnnxEmbedder.keep_token_states`` stays off until something asks for token states): the
+same distinct texts embedded with keeping off and on, interleaved, vector LRU cleared — the
+answers' claims in batches of 5, and the documents' ~600-character ingest chunks in
+batches of 64.
+
 Two evidence paths: ``index`` (a ~300-document tenant index: the evidence sentences'
 vectors were stored at ingest, so their token states are made by one more embedder pass)
 and ``context`` (the same documents sent as request context: the verifier just embedded
@@ -38,8 +44,34 @@ from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.adapters import shipped_decision
 from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.settings import Settings
+from groundproxy.retrieval.chunker import chunk_text
 from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.sentence_split import split_sentences
+
+
+def keeping_cost(embedder: Any, answers: list[Any], docs: list[tuple[str, str]]) -> list[str]:
+    """Embed cost with token-state keeping off vs on, on the same distinct batches."""
+    claims = [split_sentences(a.text) for a in answers]
+    chunks = [c.text for _, text in docs for c in chunk_text(text)]
+    batches = {
+        "5 claims": claims,
+        "64 ingest chunks": [chunks[i : i + 64] for i in range(0, len(chunks) - 63, 64)],
+    }
+    out = [f"{'embed, ms per batch':<39}{'off p50':>8}{'on p50':>8}{'on/off':>8}"]
+    for name, groups in batches.items():
+        ms: dict[bool, list[float]] = {False: [], True: []}
+        for i, texts in enumerate(groups):
+            for keep in (i % 2 == 0, i % 2 == 1):  # alternate which goes first
+                embedder.lru.clear()
+                embedder.token_lru.clear()
+                embedder.keep_token_states = keep
+                t = time.perf_counter()
+                embedder.encode(texts)
+                ms[keep].append(1000 * (time.perf_counter() - t))
+        off, on = statistics.median(ms[False]), statistics.median(ms[True])
+        out.append(f"{name + f' ({len(groups)} batches)':<39}{off:>8.2f}{on:>8.2f}{on / off:>8.3f}")
+    embedder.keep_token_states = True
+    return out
 
 
 def main() -> None:
@@ -118,6 +150,7 @@ def main() -> None:
                     f"{path:<9}{label:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
                     f"{statistics.fmean(xs):>8.2f}"
                 )
+        lines += ["", *keeping_cost(embedder, answers, docs)]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -39,7 +39,12 @@ import numpy.typing as npt
 from groundproxy.errors import ModelLoadError
 from groundproxy.retrieval.fsutil import fsync_dir, fsync_file, sha256_file, write_durable
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
-from groundproxy.retrieval.token_states import TokenStateLRU, TokenStates, unit_states
+from groundproxy.retrieval.token_states import (
+    MAX_TEXT_CHARS,
+    TokenStateLRU,
+    TokenStates,
+    unit_states,
+)
 from groundproxy.retrieval.vector_lru import DEFAULT_SIZE, VectorLRU
 
 Variant = Literal["fp32", "int8"]
@@ -208,8 +213,10 @@ class OnnxEmbedder:
         # vectors made recently, by text: a claim embedded for the index search is not
         # embedded again by the verifier (retrieval.vector_lru)
         self.lru = VectorLRU(lru_size)
-        # the token states of the texts embedded recently (retrieval.token_states)
+        # the token states of the texts embedded recently (retrieval.token_states), kept only
+        # once something has asked for them (a token-alignment signal is in use)
         self.token_lru = TokenStateLRU()
+        self.keep_token_states = False
         self.variant = variant
         self.name = VARIANT_NAMES[variant]
         self.dim = MINILM_DIM
@@ -244,6 +251,7 @@ class OnnxEmbedder:
     def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
         """Each text's word pieces and unit last-layer states (truncated like the vectors):
         kept ones from the pass that embedded them, the rest from one more pass."""
+        self.keep_token_states = True
         items = list(texts)
         found: dict[str, TokenStates] = {}
         missing: list[str] = []
@@ -260,9 +268,11 @@ class OnnxEmbedder:
     def _encode_all(
         self, texts: Sequence[str], states: dict[str, TokenStates] | None = None
     ) -> npt.NDArray[np.float32]:
-        """Vectors of ``texts``; their token states are kept in :attr:`token_lru` (and
-        written into ``states`` when given)."""
+        """Vectors of ``texts``. Their token states are written into ``states`` when given,
+        and kept in :attr:`token_lru` once :meth:`token_states` has been called (texts the
+        LRU would drop — ingest chunks, whole contexts — are not made at all)."""
         items = list(texts)
+        keep = self.keep_token_states
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:
             return out
@@ -273,6 +283,8 @@ class OnnxEmbedder:
                 vectors, hidden = self._encode_group([ids[i] for i in group])
                 out[group] = vectors
                 for row, i in enumerate(group):
+                    if states is None and (not keep or len(items[i]) > MAX_TEXT_CHARS):
+                        continue
                     kept = TokenStates(
                         tuple(encs[i].tokens[1:-1]), unit_states(hidden[row], len(ids[i]) - 2)
                     )

@@ -1,8 +1,9 @@
 """Per-token output states of the embedder, kept from the pass that made the sentence vectors.
 
 The guard embeds each claim (index search) and the verifier embeds the claim and its
-evidence candidate sentences; the ONNX embedder keeps the unit-normalized last-layer token
-states of those texts here (float16, bounded by total tokens), so a token-level alignment of
+evidence candidate sentences; once something has asked it for token states, the ONNX
+embedder keeps the unit-normalized last-layer token states of the short texts it embeds here
+(float16, bounded by total tokens), so a token-level alignment of
 claim and evidence (:mod:`groundproxy.models.token_alignment`) needs no second model call
 when the verifier just embedded them. A text not here is embedded again by
 :meth:`~groundproxy.retrieval.onnx_embedder.OnnxEmbedder.token_states`.

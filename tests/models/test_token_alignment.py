@@ -57,10 +57,29 @@ def test_token_state_lru_is_bounded_by_tokens() -> None:
     assert lru.hits == 4 and lru.misses == 2
 
 
+def test_token_states_are_kept_only_once_asked_for_and_short() -> None:
+    from groundproxy.retrieval.embedder import load_embedder
+
+    fresh = load_embedder()  # as a server loads it: nothing has read token states yet
+    assert isinstance(fresh, OnnxEmbedder)
+    first, long_text = "A first sentence about fees.", "Chunk of a long document. " * 100
+    fresh.encode([first])
+    assert fresh.token_lru.get(first) is None  # no alignment in use: no states made
+    (asked,) = fresh.token_states([first])  # made on demand, by one more pass
+    assert asked.tokens[:2] == ("a", "first")
+    second = "A second sentence about fees."
+    fresh.encode([second, long_text])  # from now on short texts keep theirs
+    assert fresh.token_lru.get(second) is not None
+    assert fresh.token_lru.get(long_text) is None  # an ingest-sized chunk never does
+    (long_states,) = fresh.token_states([long_text])  # still available when asked for
+    assert len(long_states.tokens) == fresh.max_seq_length - 2
+
+
 def test_real_minilm_token_states_and_alignment(embedder: Any) -> None:
     assert isinstance(embedder, TokenEmbedder)
-    assert isinstance(embedder, OnnxEmbedder)  # the default: keeps states in token_lru
+    assert isinstance(embedder, OnnxEmbedder)
     text = "The warranty lasts 12 months from the date of purchase."
+    embedder.token_states(["warm up"])  # a reader of token states: the embedder keeps them
     embedder.lru.clear()  # its sentence vector is made now, not read from the vector LRU
     embedder.token_lru.clear()
     embedder.encode([text])  # the sentence-vector pass keeps its token states
