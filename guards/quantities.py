@@ -11,6 +11,11 @@ by a noun ("twelve months", "one thousand people"), or carrying a scale word on 
 of", "one day he left"). Ordinals ("3rd") and digits glued to letters ("4G", "B2B") are
 not quantities.
 
+A bare number's noun is the head of its phrase: the first plural among the next three
+words before a stop word ("Two FBI agents" counts agents, "3 new cases were" cases), and a
+partitive counts its whole's noun ("Seventeen of the 30 counts": 17 counts; the 30 is
+marked ``whole``, a count of another set, so a correction prefers the part).
+
 Units of measure are converted (:data:`UNITS`): "12 months" = "1 year" = "one year",
 "90 minutes" = "1.5 hours", "5 km" = "5,000 meters"; months/years and days/weeks are
 compared within 3% of each other ("30 days" ≈ "1 month", "52 weeks" ≈ "1 year"), every
@@ -31,6 +36,8 @@ covered by tests/guards/test_rules.py.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -77,6 +84,18 @@ _NUMBER_WORD = re.compile(
 _CLOCK = re.compile(r"(?<![\d:.,])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")
 _PERCENT_AFTER = re.compile(r"\s?(?:%|percent\b|per\s+cent\b)", re.IGNORECASE)
 _UNIT_AFTER = re.compile(r"(?:-|\s+)([^\W\d_](?:[^\W\d_]|\.)*)")
+_NEXT_WORD = re.compile(r"\s+([^\W\d_][^\W\d_'’]*)\b")
+_PARTITIVE = re.compile(
+    rf"\s+of\s+(?:the\s+)?(?:\d[\d,]*(?:\.\d+)?|(?:{_NW})(?:[-\s]+(?:{_NW}))*)\b", re.IGNORECASE
+)
+_PART_BEFORE = re.compile(rf"(?:\d|\b(?:{_NW}))\s+of\s+(?:the\s+)?$", re.IGNORECASE)
+# units of measure not converted (UNITS) that a number's noun must not skip over
+_MEASURE_WORDS = (
+    "psi knot knots ppm ppb rpm bpm mpg kwh kw mw gw hz khz mhz ghz db cc ml oz pint gallon "
+    "acre hectare volt watt amp calorie kcal"
+)
+_MEASURES = frozenset(_MEASURE_WORDS.split())
+COUNTED_WORDS = 3  # words after a bare number read for the noun it counts
 # Units written right after the number, without a space (Japanese, Chinese).
 _GLUED_UNITS = {"か月": "month", "ヶ月": "month", "カ月": "month", "ヵ月": "month",
                 "箇月": "month", "个月": "month", "個月": "month", "年間": "year", "年": "year",
@@ -136,6 +155,7 @@ class Quantity:
     display: str  # value and unit as written: "24 months", "12-month", "$12"
     span: tuple[int, int]  # of ``surface``
     display_end: int = -1  # end of ``display`` (it starts at span[0]); -1: span[1]
+    whole: bool = False  # the M of a partitive "N of the M nouns": a count of another set
 
     @property
     def display_span(self) -> tuple[int, int]:
@@ -186,8 +206,43 @@ def _singular(word: str) -> str:
     return w
 
 
-def _unit_after(text: str, pos: int) -> tuple[str, int]:
-    """(normalized unit, end offset) of the noun right after a number, or ("", pos)."""
+def _plural(word: str) -> bool:
+    return word != _singular(word) and not word.endswith("ss")
+
+
+def _counted_noun(text: str, first: str, end: int) -> tuple[str, int]:
+    """The noun a bare number counts, when its first word (``first``, ending at ``end``) is
+    not a unit: the head of the phrase — the first plural among the next words of the same
+    phrase, up to a stop word ("Two FBI agents" → agent, "3 new cases were" → case) — else
+    ``first`` itself."""
+    low = first.lower()
+    if _plural(low) or low in UNITS or low in _MEASURES or not re.search("[aeiouy]", low):
+        return _singular(first), end  # "70 mph winds": a unit of measure stays the unit
+    for m in itertools.islice(_NEXT_WORD.finditer(text, end), COUNTED_WORDS - 1):
+        if m.start() != end:
+            break  # the phrase ends: punctuation or a number between
+        low = m.group(1).lower()
+        if low in _NOT_UNITS or low in UNITS or low in CURRENCY_WORDS:
+            break
+        if _plural(low):
+            return _singular(low), m.end()
+        end = m.end()
+    return _singular(first), -1
+
+
+def _partitive(text: str, pos: int) -> str:
+    """The noun of "N of (the) M nouns" ("Seventeen of the 30 counts" → count), or ""."""
+    m = _PARTITIVE.match(text, pos)
+    if not m:
+        return ""
+    unit, _ = _unit_after(text, m.end(), partitive=False)
+    return unit if unit not in ("", "$", "€", "£", "¥", "am", "pm") else ""
+
+
+def _unit_after(text: str, pos: int, partitive: bool = True) -> tuple[str, int]:
+    """(normalized unit, end offset) of the noun right after a number, or ("", pos): a unit
+    of measure or currency as written, else the noun counted (:func:`_counted_noun`; a
+    partitive's noun — "Seventeen of the 30 counts" — with the end left at the number)."""
     tm = re.match(r"\s?(a\.m\.|p\.m\.|a\.m|p\.m|am|pm)\b", text[pos:], re.IGNORECASE)
     if tm:
         return _TIME_UNITS[tm.group(1).lower()], pos + tm.end()
@@ -202,8 +257,9 @@ def _unit_after(text: str, pos: int) -> tuple[str, int]:
     if low in CURRENCY_WORDS:
         return CURRENCY_WORDS[low], m.start(1) + len(word)
     if low in _NOT_UNITS or low in SCALES:
-        return "", pos
-    return _singular(low), m.start(1) + len(word)
+        return (_partitive(text, pos) if partitive and low == "of" else ""), pos
+    noun, end = _counted_noun(text, word, m.start(1) + len(word))
+    return noun, end if end >= 0 else m.start(1) + len(word)
 
 
 def _to_float(digits: str, decimals: str | None, suffix: str | None, scale: str | None) -> float:
@@ -363,4 +419,10 @@ def extract_quantities(text: str) -> list[Quantity]:
         found.append(Quantity(value, kind, unit, surface, text[m.start() : end], span, end))
         taken.append((m.start(), end))
     found.sort(key=lambda q: q.span)
-    return found
+    return [_mark_whole(text, q) for q in found]
+
+
+def _mark_whole(text: str, q: Quantity) -> Quantity:
+    if q.kind != "number" or not q.unit or not _PART_BEFORE.search(text, 0, q.span[0]):
+        return q
+    return dataclasses.replace(q, whole=True)

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,6 @@ from groundproxy.policies.schema import RulesPolicy
 QUANTITY_CACHE = 4096  # texts whose quantities are kept (frozen Quantity tuples)
 
 NEAR_WORDS = 5  # content words looked at on each side of a value
-COUNTED_WORDS = 3  # words after a bare number that may name what it counts
 ALIGN_RECALL = 0.5  # share of the claim's content words the evidence sentence must hold
 _WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")  # any script: "Garantie", "保証期間は"
 _CURRENCIES = "$€£¥"
@@ -127,31 +125,6 @@ def _stated(
     return False, denial
 
 
-def _stated_in_words(claim: str, q: Quantity, evidence: Sequence[str], negated: bool) -> bool:
-    """A counted noun the evidence states with the same number word but other words around
-    it: "Two FBI agents are injured" / "two agents were injured", "Seventeen counts were
-    capital charges" / "Seventeen of the 30 counts were …" — the quantity parser reads the
-    unit as the word after the number ("fbi"; none after "Seventeen of"), so without this a
-    right claim was "corrected" from another count of the same noun ("Twelve FBI agents")."""
-    if q.kind != "number":
-        return False
-    nouns: set[str] = set()  # the words right after the number, up to the first stop word
-    for m in itertools.islice(_WORD.finditer(claim, q.span[1]), COUNTED_WORDS):
-        word = _stem(m.group())
-        if word in ENGLISH_STOP_WORDS:
-            break
-        nouns.add(word)
-    if not nouns:
-        return False
-    value = re.compile(rf"(?<![\w.,]){re.escape(q.surface)}(?![\w]|[.,]\d)", re.IGNORECASE)
-    for text in evidence:
-        for m in value.finditer(text):
-            words = itertools.islice(_WORD.finditer(text, m.end()), COUNTED_WORDS + 1)
-            if nouns & {_stem(w.group()) for w in words} and denied(text, m.start()) == negated:
-                return True
-    return False
-
-
 def _comparable(q: Quantity, e: Quantity) -> bool:
     key = q.unit_key()
     if not key or key != e.unit_key():
@@ -208,15 +181,18 @@ def _find_mismatch(
     for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
         if not about[idx]:
             continue  # a passage about another item corrects nothing
-        best: tuple[int, Quantity] | None = None
+        # the best: shares most words near the value; a part before a whole ("Seventeen
+        # of the 30 counts were …": a claim counting what "were …" gets 17, not 30)
+        best: tuple[tuple[bool, int], Quantity] | None = None
         for e in qs:
             if not _comparable(q, e) or q.same_value(e):
                 continue
             if not _aligned(claim_words, _sentence_around(text, e.span)):
                 continue
             overlap = len(near & _near_words(text, e))
-            if overlap and (best is None or overlap > best[0]):
-                best = (overlap, e)
+            key = (not e.whole or q.whole, overlap)
+            if overlap and (best is None or key > best[0]):
+                best = (key, e)
         if best is not None:
             return idx, best[1]
     return None
@@ -253,8 +229,6 @@ def check_claim(
         negated = denied(claim, q.span[0])
         stated, denial = _stated(q, negated, evidence, evidence_qs)
         if stated or _stated(q, negated, extra, extra_qs)[0]:
-            continue
-        if _stated_in_words(claim, q, evidence, negated):
             continue
         found = _find_mismatch(claim, q, evidence, evidence_qs, about)
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):

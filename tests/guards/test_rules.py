@@ -187,3 +187,31 @@ def test_a_count_stated_with_other_words_is_not_corrected_from_another_count() -
     # nor does the number word in a denial ("never two agents")
     denial = check_claim("Two agents were injured.", ["Never two agents were injured."])
     assert not denial.ok
+    # a wrong count of the part is corrected from the part, not from the whole
+    part = check_claim("Nineteen counts were capital charges.", [trial])
+    assert part.mismatches == [("Nineteen counts", "Seventeen")]
+    assert part.correction == "Seventeen counts were capital charges."
+    whole = check_claim("He faced 20 counts.", [trial])
+    assert whole.correction == "He faced 30 counts."
+
+
+def test_the_parser_reads_the_noun_a_number_counts() -> None:
+    def read(text: str) -> list[tuple[float | str, str, str, bool]]:
+        return [(q.value, q.unit, q.display, q.whole) for q in extract_quantities(text)]
+
+    # the head of the phrase: the first plural before a stop word
+    assert read("Two FBI agents are injured.") == [(2.0, "agent", "Two FBI agents", False)]
+    assert read("3 new cases were reported") == [(3.0, "case", "3 new cases", False)]
+    assert read("1 FBI agent") == [(1.0, "fbi", "1 FBI", False)]  # no plural: the first word
+    assert read("a 12-month warranty") == [(12.0, "month", "12-month", False)]  # a unit
+    assert read("5 cats, dogs") == [(5.0, "cat", "5 cats", False)]  # the phrase ends at ","
+    # a partitive counts the noun of its whole, which is marked
+    assert read("Seventeen of the 30 counts were capital charges.") == [
+        (17.0, "count", "Seventeen", False),
+        (30.0, "count", "30 counts", True),
+    ]
+    assert read("5 of 10 dentists") == [
+        (5.0, "dentist", "5", False),
+        (10.0, "dentist", "10 dentists", True),
+    ]
+    assert read("two of them left") == []  # no whole: still too idiomatic
