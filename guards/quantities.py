@@ -45,6 +45,13 @@ from typing import Literal
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.lexicon import CURRENCY_WORDS, MONTHS, NUMBER_WORDS, SCALES
+from groundproxy.guards.units import (
+    CALENDAR,
+    CROSS_CALENDAR_TOLERANCE,
+    GLUED_UNITS,
+    MEASURES,
+    UNITS,
+)
 
 QuantityKind = Literal["number", "percent", "money", "year", "date"]
 
@@ -89,61 +96,10 @@ _PARTITIVE = re.compile(
     rf"\s+of\s+(?:the\s+)?(?:\d[\d,]*(?:\.\d+)?|(?:{_NW})(?:[-\s]+(?:{_NW}))*)\b", re.IGNORECASE
 )
 _PART_BEFORE = re.compile(rf"(?:\d|\b(?:{_NW}))\s+of\s+(?:the\s+)?$", re.IGNORECASE)
-# units of measure not converted (UNITS) that a number's noun must not skip over
-_MEASURE_WORDS = (
-    "psi knot knots ppm ppb rpm bpm mpg kwh kw mw gw hz khz mhz ghz db cc ml oz pint gallon "
-    "acre hectare volt watt amp calorie kcal"
-)
-_MEASURES = frozenset(_MEASURE_WORDS.split())
 COUNTED_WORDS = 3  # words after a bare number read for the noun it counts
-# Units written right after the number, without a space (Japanese, Chinese).
-_GLUED_UNITS = {"か月": "month", "ヶ月": "month", "カ月": "month", "ヵ月": "month",
-                "箇月": "month", "个月": "month", "個月": "month", "年間": "year", "年": "year",
-                "週間": "week", "日間": "day", "日": "day", "天": "day", "時間": "hour",
-                "小时": "hour", "分間": "minute", "分钟": "minute", "秒": "second"}  # fmt: skip
-_GLUED = re.compile("|".join(sorted(_GLUED_UNITS, key=len, reverse=True)))
+_GLUED = re.compile("|".join(sorted(GLUED_UNITS, key=len, reverse=True)))
 _TIME_UNITS = {"am": "am", "a.m.": "am", "a.m": "am", "pm": "pm", "p.m.": "pm", "p.m": "pm"}
 _NOT_UNITS = ENGLISH_STOP_WORDS | {"per"}
-
-# unit (singular, as _singular leaves it) → (dimension, size in the dimension's base unit)
-_DAY, _YEAR = 86400.0, 365.2425 * 86400.0
-UNITS: dict[str, tuple[str, float]] = {
-    **{u: ("time", 1.0) for u in ("second", "sec", "s")},
-    **{u: ("time", 60.0) for u in ("minute", "min")},
-    **{u: ("time", 3600.0) for u in ("hour", "hr", "h")},
-    "day": ("time", _DAY), "week": ("time", 7 * _DAY), "fortnight": ("time", 14 * _DAY),
-    **{u: ("time", _YEAR / 12) for u in ("month", "mo")},
-    **{u: ("time", _YEAR) for u in ("year", "yr", "y")},
-    # other languages (singular as _singular leaves them): de, fr, es, it, pt, nl
-    **{u: ("time", _YEAR / 12) for u in ("monat", "monate", "monaten", "mois", "mes", "mese",
-                                         "mesi", "meses", "maand", "maanden")},
-    **{u: ("time", _YEAR) for u in ("jahr", "jahre", "jahren", "ans", "année", "año", "ano",
-                                    "anni", "anno", "jaar", "jaren")},
-    **{u: ("time", _DAY) for u in ("tag", "tage", "tagen", "jour", "día", "dia", "giorni",
-                                   "giorno", "dag", "dagen")},
-    **{u: ("time", 7 * _DAY) for u in ("woche", "wochen", "semaine", "semana", "settimana",
-                                       "settimane", "week", "weken")},
-    **{u: ("time", 3600.0) for u in ("stunde", "stunden", "heure", "hora", "ore", "uur")},
-    "decade": ("time", 10 * _YEAR), "century": ("time", 100 * _YEAR),
-    **{u: ("length", 1e-3) for u in ("millimeter", "millimetre", "mm")},
-    **{u: ("length", 1e-2) for u in ("centimeter", "centimetre", "cm")},
-    **{u: ("length", 1.0) for u in ("meter", "metre", "m")},
-    **{u: ("length", 1e3) for u in ("kilometer", "kilometre", "km")},
-    **{u: ("length", 0.0254) for u in ("inch", "inche", "in")},
-    **{u: ("length", 0.3048) for u in ("foot", "feet", "ft")},
-    **{u: ("length", 1609.344) for u in ("mile", "mi")},
-    **{u: ("mass", 1e-3) for u in ("gram", "gramme", "g")},
-    **{u: ("mass", 1.0) for u in ("kilogram", "kilo", "kg")},
-    **{u: ("mass", 1e3) for u in ("tonne", "ton")},
-    **{u: ("mass", 0.45359237) for u in ("lb", "lbs")},
-    **{u: ("data", 1e3) for u in ("kilobyte", "kb")},
-    **{u: ("data", 1e6) for u in ("megabyte", "mb")},
-    **{u: ("data", 1e9) for u in ("gigabyte", "gb")},
-    **{u: ("data", 1e12) for u in ("terabyte", "tb")},
-}  # fmt: skip
-# Calendar units (month, year …) against day-based ones (day, week …): equal within this.
-_CALENDAR = {u for u, (dim, size) in UNITS.items() if dim == "time" and size >= _YEAR / 12}
-CROSS_CALENDAR_TOLERANCE = 0.03
 
 
 @dataclass(frozen=True)
@@ -175,7 +131,7 @@ class Quantity:
         ba, bb = self.base_value(), other.base_value()
         if ba is not None and bb is not None and self.unit_key() == other.unit_key():
             tol = 1e-9
-            if (self.unit in _CALENDAR) != (other.unit in _CALENDAR):
+            if (self.unit in CALENDAR) != (other.unit in CALENDAR):
                 tol = CROSS_CALENDAR_TOLERANCE
             return abs(ba - bb) <= tol * max(abs(ba), abs(bb), 1e-12)
         if isinstance(a, float) and isinstance(b, float):
@@ -216,7 +172,7 @@ def _counted_noun(text: str, first: str, end: int) -> tuple[str, int]:
     phrase, up to a stop word ("Two FBI agents" → agent, "3 new cases were" → case) — else
     ``first`` itself."""
     low = first.lower()
-    if _plural(low) or low in UNITS or low in _MEASURES or not re.search("[aeiouy]", low):
+    if _plural(low) or low in UNITS or low in MEASURES or not re.search("[aeiouy]", low):
         return _singular(first), end  # "70 mph winds": a unit of measure stays the unit
     for m in itertools.islice(_NEXT_WORD.finditer(text, end), COUNTED_WORDS - 1):
         if m.start() != end:
@@ -248,7 +204,7 @@ def _unit_after(text: str, pos: int, partitive: bool = True) -> tuple[str, int]:
         return _TIME_UNITS[tm.group(1).lower()], pos + tm.end()
     g = _GLUED.match(text, pos)
     if g:
-        return _GLUED_UNITS[g.group()], g.end()
+        return GLUED_UNITS[g.group()], g.end()
     m = _UNIT_AFTER.match(text, pos)
     if not m:
         return "", pos

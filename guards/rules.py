@@ -31,7 +31,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
 from groundproxy.guards.polarity import denied
-from groundproxy.guards.quantities import UNITS, Quantity, extract_quantities
+from groundproxy.guards.quantities import Quantity, extract_quantities
+from groundproxy.guards.units import UNITS
 from groundproxy.policies.schema import RulesPolicy
 
 QUANTITY_CACHE = 4096  # texts whose quantities are kept (frozen Quantity tuples)
