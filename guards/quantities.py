@@ -174,16 +174,17 @@ def _counted_noun(text: str, first: str, end: int) -> tuple[str, int]:
     low = first.lower()
     if _plural(low) or low in UNITS or low in MEASURES or not re.search("[aeiouy]", low):
         return _singular(first), end  # "70 mph winds": a unit of measure stays the unit
+    at = end
     for m in itertools.islice(_NEXT_WORD.finditer(text, end), COUNTED_WORDS - 1):
-        if m.start() != end:
+        if m.start() != at:
             break  # the phrase ends: punctuation or a number between
-        low = m.group(1).lower()
-        if low in _NOT_UNITS or low in UNITS or low in CURRENCY_WORDS:
+        word = m.group(1).lower()
+        if word in _NOT_UNITS or word in UNITS or word in CURRENCY_WORDS:
             break
-        if _plural(low):
-            return _singular(low), m.end()
-        end = m.end()
-    return _singular(first), -1
+        if _plural(word):
+            return _singular(word), m.end()
+        at = m.end()
+    return _singular(first), end
 
 
 def _partitive(text: str, pos: int) -> str:
@@ -214,8 +215,7 @@ def _unit_after(text: str, pos: int, partitive: bool = True) -> tuple[str, int]:
         return CURRENCY_WORDS[low], m.start(1) + len(word)
     if low in _NOT_UNITS or low in SCALES:
         return (_partitive(text, pos) if partitive and low == "of" else ""), pos
-    noun, end = _counted_noun(text, word, m.start(1) + len(word))
-    return noun, end if end >= 0 else m.start(1) + len(word)
+    return _counted_noun(text, word, m.start(1) + len(word))
 
 
 def _to_float(digits: str, decimals: str | None, suffix: str | None, scale: str | None) -> float:
@@ -379,6 +379,7 @@ def extract_quantities(text: str) -> list[Quantity]:
 
 
 def _mark_whole(text: str, q: Quantity) -> Quantity:
-    if q.kind != "number" or not q.unit or not _PART_BEFORE.search(text, 0, q.span[0]):
+    start = q.span[0]
+    if q.kind != "number" or not q.unit or not _PART_BEFORE.search(text, max(0, start - 60), start):
         return q
     return dataclasses.replace(q, whole=True)
