@@ -92,7 +92,8 @@ def pool(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
     from bench.kshot import POOL_SEED
     from groundproxy.models.train.prepare import training_rows
 
-    # contexts the verifier was trained on (their synthetic pairs were made from them too)
+    # contexts the verifier was trained on (their synthetic pairs were made from them too;
+    # the shipped verifier was prepared with prepare's default --cap and --val-frac)
     seen = {str(r.get("context") or "") for r in training_rows(train_rows(data, stem), stem)}
     claims = seen_claims(data)
     rows = [
