@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from groundproxy.errors import BadRequestError
+from groundproxy.guards.adapter_features import TOKEN_FEATURES
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapt import fit_tenant
@@ -22,6 +24,20 @@ def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
         if loaded is not None:
             return loaded.policy, loaded.policy_id
     return local_policy(tenant), "defaults"
+
+
+def token_cost_note(features: Sequence[str]) -> str | None:
+    """What an adapter reading the token alignment costs per answer (bench/signal_cost.py,
+    2 cores), for the fit's output; None when it reads none."""
+    used = [n for n in features if n in TOKEN_FEATURES]
+    if not used:
+        return None
+    return (
+        f"note: this adapter reads the token alignment ({', '.join(used)}): about 13 ms p50 per "
+        "5-claim answer when the evidence is the request's own context, about 215 ms when it "
+        "comes from the tenant's index (its sentences are embedded again); refit with "
+        "--no-token-features if that matters more than its accuracy"
+    )
 
 
 def run_fit_command(args: argparse.Namespace, data: Path, policies: Path) -> int:
@@ -54,6 +70,9 @@ def run_fit_command(args: argparse.Namespace, data: Path, policies: Path) -> int
         f"threshold P(hallucinated) > {c['threshold']:.4f} ({f['threshold_rule']}){extra}; "
         f"zero-shot rule on the same answers {f['zero_shot_balanced_accuracy']:.4f}"
     )
+    note = token_cost_note(c["features"])
+    if note:
+        print(note)
     print(f"wrote {c['path']} (in force: served from the next request)")
     if args.json:
         print(json.dumps(c))

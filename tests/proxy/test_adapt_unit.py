@@ -149,3 +149,12 @@ def test_version_one_signals_read_as_no_alignment() -> None:
     assert f["min_tok_mean"] == 1.0 and f["min_tok_min"] == 1.0 and f["max_tok_low"] == 0.0
     new = features_from_signals({**old, "claims": [[*row, 0.7, 0.2, 0.5]]})
     assert new["min_tok_mean"] == 0.7 and new["min_tok_min"] == 0.2 and new["max_tok_low"] == 0.5
+
+
+def test_fit_output_says_what_token_features_cost() -> None:
+    from groundproxy.proxy.adapt_command import token_cost_note
+
+    note = token_cost_note(FEATURE_SETS["compact_tok"])
+    assert note is not None and "215 ms" in note and "--no-token-features" in note
+    assert "min_tok_mean" in note and "lex_answer" not in note
+    assert token_cost_note(FEATURE_SETS["compact"]) is None
