@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.adapter_features import TOKEN_FEATURES
+from groundproxy.guards import TOKEN_FEATURES
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapt import fit_tenant
