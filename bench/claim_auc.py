@@ -57,11 +57,11 @@ COMBINED = ("raw_supported", "raw_contradicted", "tok_mean", "tok_min", "tok_low
 
 def claim_combiner() -> Callable[[list[list[float]]], list[float]] | None:
     """P(hallucinated) of single claims (their CLAIM_FIELDS rows) from a logistic combiner
-    fitted on the train pools' single-claim rows; None when those are not cached."""
-    from sklearn.linear_model import LogisticRegression
-
+    fitted with the answer combiner's ``fit_logistic`` on the train pools' single-claim rows,
+    each train file weighing the same (the classes within a file are not reweighed, unlike
+    the answer combiner's ``file_class_weights``); None when those are not cached."""
     from groundproxy.models.train.answer_combiner import DATA as TRAIN_DATA
-    from groundproxy.models.train.answer_combiner import cached
+    from groundproxy.models.train.answer_combiner import cached, fit_logistic
 
     cols = [CLAIM_FIELDS.index(n) for n in COMBINED]
     x: list[list[float]] = []
@@ -75,10 +75,8 @@ def claim_combiner() -> Callable[[list[list[float]]], list[float]] | None:
         w += [1.0 / max(1, len(one))] * len(one)
     if len(set(y)) < 2:
         return None
-    xa = np.asarray(x)
-    mean, scale = xa.mean(axis=0), xa.std(axis=0) + 1e-6
     weights = np.asarray(w) * len(w) / sum(w)
-    model = LogisticRegression(C=0.1, max_iter=5000).fit((xa - mean) / scale, y, weights)
+    mean, scale, model = fit_logistic(np.asarray(x), np.asarray(y, dtype=np.int64), weights, 0.1)
 
     def score(claims: list[list[float]]) -> list[float]:
         rows = (np.asarray([[c[i] for i in cols] for c in claims]) - mean) / scale

@@ -173,7 +173,7 @@ def cached(data: Path) -> dict[str, tuple[list[int], list[dict[str, Any]]]]:
     return out
 
 
-def _weights(groups: Sequence[str], y: npt.NDArray[np.int64]) -> Matrix:
+def file_class_weights(groups: Sequence[str], y: npt.NDArray[np.int64]) -> Matrix:
     """Each file weighs the same in all; within a file each class weighs the same."""
     w = np.zeros(len(y))
     files = sorted(set(groups))
@@ -186,7 +186,9 @@ def _weights(groups: Sequence[str], y: npt.NDArray[np.int64]) -> Matrix:
     return w * len(y)
 
 
-def _fit(x: Matrix, y: npt.NDArray[np.int64], w: Matrix, c: float) -> tuple[Matrix, Matrix, Any]:
+def fit_logistic(
+    x: Matrix, y: npt.NDArray[np.int64], w: Matrix, c: float
+) -> tuple[Matrix, Matrix, Any]:
     from sklearn.linear_model import LogisticRegression
 
     mean = x.mean(axis=0)
@@ -241,7 +243,9 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
             oof = np.zeros(len(y))
             for f in files:  # leave one train file out
                 te = g == f
-                mean, scale, m = _fit(x[~te], y[~te], _weights(g[~te].tolist(), y[~te]), c)
+                mean, scale, m = fit_logistic(
+                    x[~te], y[~te], file_class_weights(g[~te].tolist(), y[~te]), c
+                )
                 oof[te] = m.predict_proba((x[te] - mean) / scale)[:, 1]
             auc = float(np.mean([roc_auc_score(y[g == f], oof[g == f]) for f in files]))
             cuts: list[float] = np.unique(np.round(oof, 3)).tolist()
@@ -265,7 +269,7 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
         for f in files
     }
     x = np.asarray([[f[n] for n in names] for f in feats], dtype=np.float64)
-    mean, scale, m = _fit(x, y, _weights(groups, y), c)
+    mean, scale, m = fit_logistic(x, y, file_class_weights(groups, y), c)
     content = {
         "object": "groundproxy.adapter",
         "version": 1,
