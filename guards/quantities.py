@@ -36,7 +36,6 @@ covered by tests/guards/test_rules.py.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from dataclasses import dataclass
@@ -172,7 +171,7 @@ def _counted_noun(text: str, first: str, end: int) -> tuple[str, int]:
     phrase, up to a stop word ("Two FBI agents" → agent, "3 new cases were" → case) — else
     ``first`` itself."""
     low = first.lower()
-    if _plural(low) or low in UNITS or low in MEASURES or not re.search("[aeiouy]", low):
+    if _plural(low) or low in UNITS or low in MEASURES:
         return _singular(first), end  # "70 mph winds": a unit of measure stays the unit
     at = end
     for m in itertools.islice(_NEXT_WORD.finditer(text, end), COUNTED_WORDS - 1):
@@ -352,7 +351,8 @@ def extract_quantities(text: str) -> list[Quantity]:
             kind = "year"
         display = text[m.start() : unit_end] if unit else surface
         end = unit_end if unit else m.end()
-        found.append(Quantity(value, kind, unit, surface, display, m.span(), end))
+        whole = _is_whole(text, m.start(), kind, unit)
+        found.append(Quantity(value, kind, unit, surface, display, m.span(), end, whole))
         taken.append((m.start(), max(m.end(), unit_end)))
 
     for m in _NUMBER_WORD.finditer(text):
@@ -372,14 +372,17 @@ def extract_quantities(text: str) -> list[Quantity]:
         kind = "money" if unit in ("$", "€", "£", "¥") else "number"
         end = unit_end if unit else s_end
         span = (m.start(), s_end)
-        found.append(Quantity(value, kind, unit, surface, text[m.start() : end], span, end))
+        whole = _is_whole(text, m.start(), kind, unit)
+        found.append(Quantity(value, kind, unit, surface, text[m.start() : end], span, end, whole))
         taken.append((m.start(), end))
     found.sort(key=lambda q: q.span)
-    return [_mark_whole(text, q) for q in found]
+    return found
 
 
-def _mark_whole(text: str, q: Quantity) -> Quantity:
-    start = q.span[0]
-    if q.kind != "number" or not q.unit or not _PART_BEFORE.search(text, max(0, start - 60), start):
-        return q
-    return dataclasses.replace(q, whole=True)
+def _is_whole(text: str, start: int, kind: QuantityKind, unit: str) -> bool:
+    """Is the count at ``start`` the M of a partitive "N of (the) M nouns"?"""
+    return (
+        kind == "number"
+        and bool(unit)
+        and bool(_PART_BEFORE.search(text, max(0, start - 60), start))
+    )

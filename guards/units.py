@@ -11,8 +11,9 @@ from __future__ import annotations
 
 # units of measure not converted (UNITS) that a number's noun must not skip over
 _MEASURE_WORDS = (
-    "psi knot knots ppm ppb rpm bpm mpg kwh kw mw gw hz khz mhz ghz db cc ml oz pint gallon "
-    "acre hectare volt watt amp calorie kcal"
+    "psi knot knots ppm ppb rpm bpm mpg mph kph kmh kwh kw mw gw hz khz mhz ghz db dba cc ml "
+    "cl dl mg mcg µg ng nm µm mmhg kpa mpa hpa bps kbps mbps gbps fps dpi px oz pint gallon "
+    "qt tsp tbsp bbl yd sq acre hectare volt watt amp calorie kcal"
 )
 MEASURES = frozenset(_MEASURE_WORDS.split())
 

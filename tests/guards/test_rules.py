@@ -205,6 +205,10 @@ def test_the_parser_reads_the_noun_a_number_counts() -> None:
     assert read("1 FBI agent") == [(1.0, "fbi", "1 FBI", False)]  # no plural: the first word
     assert read("a 12-month warranty") == [(12.0, "month", "12-month", False)]  # a unit
     assert read("5 cats, dogs") == [(5.0, "cat", "5 cats", False)]  # the phrase ends at ","
+    # a unit of measure (units.MEASURES) is what the number measures, not a noun it skips
+    assert read("70 mph winds") == [(70.0, "mph", "70 mph", False)]
+    assert read("20 mg doses") == [(20.0, "mg", "20 mg", False)]
+    assert read("5 NHS trusts closed") == [(5.0, "trust", "5 NHS trusts", False)]  # an acronym
     # a partitive counts the noun of its whole, which is marked
     assert read("Seventeen of the 30 counts were capital charges.") == [
         (17.0, "count", "Seventeen", False),
