@@ -11,18 +11,21 @@ cache), then finished both ways on that same verification, interleaved:
 - ``token alignment``: every claim's token alignment (:mod:`models.token_alignment`), what a
   tenant adapter that chose token features adds on top.
 
-Last, what keeping token states costs the embedder when no signal reads them (since
-``OnnxEmbedder.keep_token_states`` stays off until something asks for token states): the
-same distinct texts embedded with keeping off and on, interleaved, vector LRU cleared — the
+Last, what keeping token states costs the embedder (``OnnxEmbedder.keep_token_states``,
+off until the guard switches it on for an adapter that reads the alignment): the same
+distinct texts embedded with keeping off and on, interleaved, vector LRU cleared — the
 answers' claims in batches of 5, and the documents' ~600-character ingest chunks in
 batches of 64.
 
-Two evidence paths: ``index`` (a ~300-document tenant index: the evidence sentences'
-vectors were stored at ingest, so their token states are made by one more embedder pass)
-and ``context`` (the same documents sent as request context: the verifier just embedded
-those sentences, their token states are kept from that pass). Each answer starts with the
-embedder's vector and token-state LRUs empty, as a request with a distinct answer finds
-them.
+Three evidence paths: ``index`` (a ~300-document tenant index whose evidence sentences'
+vectors and token states were stored at ingest, :mod:`retrieval.sentence_tokens`: the
+alignment reads them), ``index-old`` (the same documents ingested with
+``GROUNDPROXY_TOKEN_STATES=0``, as an index written before stored token states: the
+sentences are embedded once more) and ``context`` (the same documents sent as request
+context: the verifier just embedded those sentences, their token states are kept from that
+pass). Each answer starts with the embedder's vector and token-state LRUs empty, as a
+request with a distinct answer finds them. Ingest of the same documents with and without
+stored token states is timed too, with the bytes each stores.
 
     .venv/bin/python -m bench.signal_cost [--n 40] [--docs 300] [--out FILE]
 """
@@ -45,6 +48,7 @@ from groundproxy.proxy.adapters import shipped_decision
 from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.chunker import chunk_text
+from groundproxy.retrieval.generations import read_current
 from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.sentence_split import split_sentences
 
@@ -74,6 +78,37 @@ def keeping_cost(embedder: Any, answers: list[Any], docs: list[tuple[str, str]])
     return out
 
 
+def ingest_both(work: Path, docs: list[tuple[str, str]], embedder: Any) -> list[str]:
+    """Ingest ``docs`` with token states stored (tenants ``bench``, ``bench-2``) and not
+    (``bench-old``, ``bench-old-2``), alternating, each with the embedder's LRUs cleared:
+    mean seconds and the bytes of the sentence files of each."""
+    out = [f"{'ingest (mean of 2)':<36}{'s':>8}{'sentence files, MiB':>22}"]
+    ingest_texts(work, "warm-up", docs[:20], embedder)  # the first ingest's one-off costs
+    took: dict[str, list[float]] = {"0": [], "1": []}
+    size: dict[str, float] = {}
+    for tenant, flag in (
+        ("bench-old", "0"),
+        ("bench", "1"),
+        ("bench-2", "1"),
+        ("bench-old-2", "0"),
+    ):
+        os.environ["GROUNDPROXY_TOKEN_STATES"] = flag
+        for lru in (embedder.lru, embedder.token_lru):
+            lru.clear()
+        t = time.perf_counter()
+        ingest_texts(work, tenant, docs, embedder)
+        took[flag].append(time.perf_counter() - t)
+        pointer = read_current(work / tenant, tenant)
+        assert pointer is not None
+        gen = work / tenant / pointer.generation
+        size[flag] = sum(f.stat().st_size for f in gen.glob("sentences.*")) / 2**20
+    os.environ.pop("GROUNDPROXY_TOKEN_STATES")
+    for flag, label in (("0", "no token states"), ("1", "token states stored")):
+        mean = statistics.fmean(took[flag])
+        out.append(f"{f'{len(docs)} documents, {label}':<36}{mean:>8.1f}{size[flag]:>22.1f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=40)
@@ -90,14 +125,16 @@ def main() -> None:
         f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at start)",
         f"combiner: {len(combiner.features)} features, token alignment: {combiner.uses_tokens}",
         "",
-        f"{'path':<9}{'part':<30}{'p50':>8}{'p90':>8}{'mean':>8}",
+        f"{'path':<10}{'part':<30}{'p50':>8}{'p90':>8}{'mean':>8}",
     ]
     with build_guard(Settings(data=work, batch_window_ms=0)) as guard:
         embedder: Any = guard.parts.embedder
-        ingest_texts(work, "bench", docs, embedder)
+        ingested = ingest_both(work, docs, embedder)
         answers = distinct_answers(docs, args.n + 3)
-        for path in ("index", "context"):
-            index = {"index": "bench"} if path == "index" else {"index": None}
+        for path in ("index", "index-old", "context"):
+            index = {"index": "bench-old" if path == "index-old" else "bench"}
+            if path == "context":
+                index = {"index": None}
             ctx_on = path == "context"
             policy = local_policy(
                 "bench",
@@ -147,10 +184,10 @@ def main() -> None:
                     "alignment": "token alignment (if used)",
                 }[name]
                 lines.append(
-                    f"{path:<9}{label:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
+                    f"{path:<10}{label:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
                     f"{statistics.fmean(xs):>8.2f}"
                 )
-        lines += ["", *keeping_cost(embedder, answers, docs)]
+        lines += ["", *ingested, "", *keeping_cost(embedder, answers, docs)]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -7,10 +7,14 @@ the claim's passages, plus the user's question (BERTScore-style recall on the fr
 all-MiniLM-L6-v2 last layer). A claim whose words all have a close counterpart reads ~0.8-1;
 an invented name or a swapped word leaves one piece far from everything (the minimum).
 
-The states come from :meth:`~groundproxy.retrieval.onnx_embedder.OnnxEmbedder.token_states`,
-kept from the pass that embedded the claim and those sentences for the verifier, so in the
-common case this costs a few small matrix products, no model run; sentences the index
-stored vectors for at ingest are embedded once more. Measured in ``bench/signal_cost.py``.
+The claim's and the question's states come from
+:meth:`~groundproxy.retrieval.onnx_embedder.OnnxEmbedder.token_states`, kept from the pass
+that embedded them (the guard switches that keeping on while an adapter reading the
+alignment is in force). An evidence sentence's come from the index's stored token states
+(:mod:`groundproxy.retrieval.sentence_tokens`, made at ingest) where it has them, else from
+the verifier's pass over the request's context sentences, else from one more pass. In the
+common case this costs a few small matrix products, no model run. Measured in
+``bench/signal_cost.py``.
 
 Per claim: ``(mean, min, share below LOW)`` of the recall over its content pieces.
 """
@@ -22,6 +26,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from groundproxy.models.evidence_text import clip_claim, evidence_candidates
 from groundproxy.retrieval.token_states import TokenStates
@@ -44,16 +49,27 @@ _STOP = frozenset(_STOP_WORDS.split())
 class TokenEmbedder(Protocol):
     """An embedder that also gives per-token states (the ONNX MiniLM one does)."""
 
+    keep_token_states: bool
+
     def token_states(self, texts: Sequence[str]) -> list[TokenStates]: ...
 
 
+@runtime_checkable
+class StoredStates(Protocol):
+    """Token states stored ahead of time, by exact text (an index's, from ingest)."""
+
+    def token_states(self, texts: Sequence[str]) -> list[npt.NDArray[np.float16] | None]: ...
+
+
 def claim_alignment(
-    claim: TokenStates, evidence: Sequence[TokenStates]
+    claim: TokenStates, evidence: Sequence[npt.NDArray[np.float16]]
 ) -> tuple[float, float, float]:
+    """``(mean, min, share below LOW)`` of the claim's content pieces' best cosine with any
+    row of the evidence sentences' states."""
     keep = [i for i, t in enumerate(claim.tokens) if not _PUNCT.match(t) and t not in _STOP]
     if not keep:
         return NOTHING_TO_ALIGN
-    rows = [e.states for e in evidence if len(e.tokens)]
+    rows = [e for e in evidence if len(e)]
     if not rows:
         return NO_EVIDENCE
     ev = np.concatenate(rows).astype(np.float32)
@@ -65,9 +81,11 @@ def alignments(
     embedder: TokenEmbedder,
     claims: Sequence[tuple[str, Sequence[str]]],
     question: str | None,
+    stores: Sequence[StoredStates] = (),
 ) -> list[tuple[float, float, float]]:
-    """``(mean, min, share below LOW)`` for each ``(claim text, its passages)``; one
-    ``token_states`` call for every text involved."""
+    """``(mean, min, share below LOW)`` for each ``(claim text, its passages)``: evidence
+    sentences found in ``stores`` are read from there, every other text from one
+    ``token_states`` call."""
     plan: list[tuple[str, list[str]]] = []
     for text, passages in claims:
         c = clip_claim(text) or "."
@@ -77,6 +95,16 @@ def alignments(
         if question and question.strip() and cands:
             cands[question.strip()] = None
         plan.append((c, list(cands)))
-    texts = list(dict.fromkeys(t for c, cands in plan for t in (c, *cands)))
-    states = dict(zip(texts, embedder.token_states(texts), strict=True))
-    return [claim_alignment(states[c], [states[t] for t in cands]) for c, cands in plan]
+    sentences = list(dict.fromkeys(t for _, cands in plan for t in cands))
+    found: dict[str, npt.NDArray[np.float16]] = {}
+    for store in stores:
+        todo = [t for t in sentences if t not in found]
+        if not todo:
+            break
+        found.update(
+            (t, s) for t, s in zip(todo, store.token_states(todo), strict=True) if s is not None
+        )
+    live = list(dict.fromkeys([*(c for c, _ in plan), *(t for t in sentences if t not in found)]))
+    states = dict(zip(live, embedder.token_states(live), strict=True))
+    found.update((t, states[t].states) for t in live if t not in found)
+    return [claim_alignment(states[c], [found[t] for t in cands]) for c, cands in plan]

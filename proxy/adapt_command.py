@@ -7,12 +7,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from groundproxy.errors import BadRequestError
+from groundproxy.errors import BadRequestError, IndexStoreError
 from groundproxy.guards import TOKEN_FEATURES
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapt import fit_tenant
 from groundproxy.retrieval.names import validate_tenant
+from groundproxy.retrieval.tenant_index import TenantIndex
 
 
 def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
@@ -26,17 +27,38 @@ def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
     return local_policy(tenant), "defaults"
 
 
-def token_cost_note(features: Sequence[str]) -> str | None:
-    """What an adapter reading the token alignment costs per answer (bench/signal_cost.py,
-    2 cores), for the fit's output; None when it reads none."""
+def index_stores_token_states(data: Path, policy: Policy) -> bool | None:
+    """Does the policy's index store its sentences' token states (retrieval.sentence_tokens)?
+    None when the policy reads no index."""
+    name = policy.retrieval.index
+    if name is None:
+        return None
+    try:
+        with TenantIndex.open(data, name) as index:
+            return index.sentences is not None and index.sentences.tokens is not None
+    except IndexStoreError:
+        return False
+
+
+def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:
+    """What an adapter reading the token alignment costs per answer, for the fit's output
+    (``stored``: :func:`index_stores_token_states`); None when it reads none. The figures
+    are ``bench/signal_cost.py``'s."""
     used = [n for n in features if n in TOKEN_FEATURES]
     if not used:
         return None
+    head = f"note: this adapter reads the token alignment ({', '.join(used)})"
+    if stored is False:
+        return (
+            f"{head}, and the tenant's index stores no token states (written before ingest "
+            "stored them, with GROUNDPROXY_TOKEN_STATES=0, or on PostgreSQL): every answer's "
+            "index evidence sentences are embedded once more. Re-ingest the documents to "
+            "store them, or refit with --no-token-features (what each costs: python -m "
+            "bench.signal_cost)"
+        )
     return (
-        f"note: this adapter reads the token alignment ({', '.join(used)}): about 13 ms p50 per "
-        "5-claim answer when the evidence is the request's own context, about 215 ms when it "
-        "comes from the tenant's index (its sentences are embedded again); refit with "
-        "--no-token-features if that matters more than its accuracy"
+        f"{head}: it reuses the token states of the verifier's own pass and those the index "
+        "stored at ingest, no extra model pass (what it costs: python -m bench.signal_cost)"
     )
 
 
@@ -70,7 +92,7 @@ def run_fit_command(args: argparse.Namespace, data: Path, policies: Path) -> int
         f"threshold P(hallucinated) > {c['threshold']:.4f} ({f['threshold_rule']}){extra}; "
         f"zero-shot rule on the same answers {f['zero_shot_balanced_accuracy']:.4f}"
     )
-    note = token_cost_note(c["features"])
+    note = token_cost_note(c["features"], index_stores_token_states(data, policy))
     if note:
         print(note)
     print(f"wrote {c['path']} (in force: served from the next request)")

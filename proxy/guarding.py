@@ -36,7 +36,7 @@ from groundproxy.guards import (
     verify,
 )
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
-from groundproxy.models.token_alignment import TokenEmbedder, alignments
+from groundproxy.models.token_alignment import StoredStates, TokenEmbedder, alignments
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapters import AdapterCache, shipped_decision
 from groundproxy.proxy.admission import Reservation
@@ -228,12 +228,19 @@ class GuardService:
 
     def alignment(self, verified: Verified) -> list[tuple[float, float, float]] | None:
         """Each claim's token alignment with its evidence (models.token_alignment); None
-        when the embedder gives no token states."""
+        when the embedder gives no token states. An adapter reading it is in force: from
+        now on the embedder keeps the token states of the short texts it embeds (claims,
+        context sentences), so the next answers' alignment runs no model pass of its own."""
         embedder = self.parts.embedder
         if not isinstance(embedder, TokenEmbedder):
             return None
+        embedder.keep_token_states = True
         claims = [(s.claim.text, [e.text for e in s.evidence]) for s in verified.claims]
-        return alignments(embedder, claims, verified.question)
+        stores: dict[int, StoredStates] = {}
+        for e in (e for s in verified.claims for e in s.evidence):
+            if isinstance(e.sentences, StoredStates):  # the index's, from ingest
+                stores.setdefault(id(e.sentences), e.sentences)
+        return alignments(embedder, claims, verified.question, list(stores.values()))
 
     def admit(self, policy: Policy, chars: int | None = None) -> tuple[bool, float]:
         """Admission control (:func:`guards.failures.admission`) from the guard queue's

@@ -214,7 +214,8 @@ class OnnxEmbedder:
         # embedded again by the verifier (retrieval.vector_lru)
         self.lru = VectorLRU(lru_size)
         # the token states of the texts embedded recently (retrieval.token_states), kept only
-        # once something has asked for them (a token-alignment signal is in use)
+        # while a reader of them is in force (the guard switches this on when an adapter
+        # reading the token alignment comes into force: proxy.guarding)
         self.token_lru = TokenStateLRU()
         self.keep_token_states = False
         self.variant = variant
@@ -251,7 +252,6 @@ class OnnxEmbedder:
     def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
         """Each text's word pieces and unit last-layer states (truncated like the vectors):
         kept ones from the pass that embedded them, the rest from one more pass."""
-        self.keep_token_states = True
         items = list(texts)
         found: dict[str, TokenStates] = {}
         missing: list[str] = []
@@ -265,14 +265,30 @@ class OnnxEmbedder:
             self._encode_all(missing, found)
         return [found[t] for t in items]
 
+    def encode_with_states(
+        self, texts: Sequence[str]
+    ) -> tuple[npt.NDArray[np.float32], list[TokenStates]]:
+        """Vectors and token states of ``texts`` from one pass, neither kept here (ingest
+        stores them: retrieval.sentence_tokens)."""
+        items = list(texts)
+        states: dict[str, TokenStates] = {}
+        vectors = self._encode_all(items, states, keep=False)
+        return vectors, [states[t] for t in items]
+
     def _encode_all(
-        self, texts: Sequence[str], states: dict[str, TokenStates] | None = None
+        self,
+        texts: Sequence[str],
+        states: dict[str, TokenStates] | None = None,
+        *,
+        keep: bool | None = None,
     ) -> npt.NDArray[np.float32]:
         """Vectors of ``texts``. Their token states are written into ``states`` when given,
-        and kept in :attr:`token_lru` once :meth:`token_states` has been called (texts the
-        LRU would drop — ingest chunks, whole contexts — are not made at all)."""
+        and kept in :attr:`token_lru` while :attr:`keep_token_states` is on (or ``keep``
+        says so); texts the LRU would drop (ingest chunks, whole contexts) get none made
+        unless ``states`` asks for them."""
         items = list(texts)
-        keep = self.keep_token_states
+        if keep is None:
+            keep = self.keep_token_states
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:
             return out
@@ -283,14 +299,16 @@ class OnnxEmbedder:
                 vectors, hidden = self._encode_group([ids[i] for i in group])
                 out[group] = vectors
                 for row, i in enumerate(group):
-                    if states is None and (not keep or len(items[i]) > MAX_TEXT_CHARS):
+                    lru = keep and len(items[i]) <= MAX_TEXT_CHARS
+                    if states is None and not lru:
                         continue
-                    kept = TokenStates(
+                    made = TokenStates(
                         tuple(encs[i].tokens[1:-1]), unit_states(hidden[row], len(ids[i]) - 2)
                     )
-                    self.token_lru.put(items[i], kept)
+                    if lru:
+                        self.token_lru.put(items[i], made)
                     if states is not None:
-                        states[items[i]] = kept
+                        states[items[i]] = made
         except (RuntimeError, ValueError, TypeError) as exc:
             raise ModelLoadError(f"embedder {self.name} failed to encode: {exc}") from exc
         return out

@@ -11,8 +11,10 @@ stored next to the generation's index, keyed by a 64-bit hash of the exact text:
     gen-000007/sentences.vectors.npy   float32 (n, dim), unit vectors, row i ↔ key i
     gen-000007/sentences.json          {"embedder", "dim", "count"}
 
-written in the writer's private copy, so they are published with the generation by its one
-atomic rename, and loaded read-only (the vectors memory-mapped: workers share the pages).
+plus, where ingest stored them, the sentences' token states
+(:mod:`groundproxy.retrieval.sentence_tokens`); all written in the writer's private copy, so
+they are published with the generation by its one atomic rename, and loaded read-only (the
+vectors memory-mapped: workers share the pages).
 Only an index built with the verifier's backbone (all-MiniLM-L6-v2) gets them; a sentence
 not found (request context, an index without the files, the Postgres backend) is embedded
 live by the verifier.
@@ -24,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -33,12 +36,24 @@ from groundproxy.guards.context import sentence_windows
 from groundproxy.retrieval.fsutil import fsync_file, write_durable
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME
 from groundproxy.retrieval.sentence_split import evidence_sentences
+from groundproxy.retrieval.sentence_tokens import StoredTokenStates, TokenStateRows
+from groundproxy.retrieval.token_states import TokenStates
 
 KEYS_FILE = "sentences.keys.npy"
 VECTORS_FILE = "sentences.vectors.npy"
 INFO_FILE = "sentences.json"
 FILES = (KEYS_FILE, VECTORS_FILE, INFO_FILE)
 Vectors = npt.NDArray[np.float32]
+States = npt.NDArray[np.float16]
+EncodeStates = Callable[[list[str]], tuple[Vectors, Sequence[TokenStates]]]
+
+
+@runtime_checkable
+class StatesEncoder(Protocol):
+    """An embedder that gives the token states of the pass that made the vectors (the ONNX
+    MiniLM one: retrieval.onnx_embedder)."""
+
+    def encode_with_states(self, texts: Sequence[str]) -> tuple[Vectors, list[TokenStates]]: ...
 
 
 def sentence_key(text: str) -> int:
@@ -66,10 +81,17 @@ def stores_sentences(embedder_name: str, dim: int) -> bool:
 class StoredSentenceVectors:
     """A generation's stored sentence vectors (read-only); the guard's ``SentenceVectors``."""
 
-    def __init__(self, embedder: str, keys: npt.NDArray[np.uint64], vectors: Vectors) -> None:
+    def __init__(
+        self,
+        embedder: str,
+        keys: npt.NDArray[np.uint64],
+        vectors: Vectors,
+        tokens: StoredTokenStates | None = None,
+    ) -> None:
         self.embedder = embedder
         self._keys = keys
         self._vectors = vectors
+        self.tokens = tokens
 
     @property
     def count(self) -> int:
@@ -89,35 +111,63 @@ class StoredSentenceVectors:
         n, dim = int(info.get("count", -1)), int(info.get("dim", -1))
         if keys.shape != (n,) or vectors.shape != (n, dim) or keys.dtype != np.uint64:
             raise IndexStoreError(f"the sentence vectors in {gen_dir} are inconsistent")
-        return cls(str(info.get("embedder", "")), keys, vectors)
+        tokens = StoredTokenStates.load(gen_dir, n, dim)
+        return cls(str(info.get("embedder", "")), keys, vectors, tokens)
 
-    def lookup(self, texts: Sequence[str]) -> list[Vectors | None]:
-        """The stored vector of each text (None where it has none)."""
+    def _rows(self, texts: Sequence[str]) -> list[int | None]:
+        """The row of each text (None where it has none)."""
         if not texts or self.count == 0:
             return [None] * len(texts)
         wanted = _keys(texts)
         pos = np.minimum(np.searchsorted(self._keys, wanted), self.count - 1)
         found = self._keys[pos] == wanted
+        return [int(p) if ok else None for p, ok in zip(pos, found, strict=True)]
+
+    def lookup(self, texts: Sequence[str]) -> list[Vectors | None]:
+        """The stored vector of each text (None where it has none)."""
         return [
-            np.asarray(self._vectors[int(p)], dtype=np.float32) if ok else None
-            for p, ok in zip(pos, found, strict=True)
+            None if r is None else np.asarray(self._vectors[r], dtype=np.float32)
+            for r in self._rows(texts)
         ]
+
+    def token_states(self, texts: Sequence[str]) -> list[States | None]:
+        """The stored token states of each text (None where it has none)."""
+        if self.tokens is None:
+            return [None] * len(texts)
+        tokens = self.tokens
+        return [None if r is None else tokens.row(r) for r in self._rows(texts)]
 
 
 class SentenceVectorWriter:
     """Collects the sentence vectors of a writer's new chunks; saves the merged set."""
 
-    def __init__(self, embedder: str, dim: int, base: StoredSentenceVectors | None) -> None:
+    def __init__(
+        self,
+        embedder: str,
+        dim: int,
+        base: StoredSentenceVectors | None,
+        *,
+        token_states: bool = False,
+    ) -> None:
         self.embedder = embedder
         self.dim = dim
         self._base = base if base is not None and base.embedder == embedder else None
+        # the sentences' token states too (retrieval.sentence_tokens), made in the same pass
+        base_tokens = self._base.tokens if self._base is not None else None
+        self._tokens = TokenStateRows(base_tokens, dim) if token_states else None
         self._known: set[int] = set()
         self._new_keys: list[npt.NDArray[np.uint64]] = []
         self._new_vectors: list[Vectors] = []
         self.embedded = 0
 
-    def add(self, chunks: Sequence[str], encode: Callable[[list[str]], Vectors]) -> None:
-        """Embed (one ``encode`` call) the sentences of ``chunks`` not stored yet."""
+    def add(
+        self,
+        chunks: Sequence[str],
+        encode: Callable[[list[str]], Vectors],
+        encode_states: EncodeStates | None = None,
+    ) -> None:
+        """Embed (one ``encode`` call, or one ``encode_states`` call when this writer keeps
+        token states) the sentences of ``chunks`` not stored yet."""
         todo: dict[int, str] = {}
         for chunk in chunks:
             for s in chunk_sentences(chunk):
@@ -129,9 +179,20 @@ class SentenceVectorWriter:
             todo = {k: s for (k, s), v in zip(todo.items(), stored, strict=True) if v is None}
         if not todo:
             return
-        vectors = np.asarray(encode(list(todo.values())), dtype=np.float32)
+        states: Sequence[TokenStates] = ()
+        if self._tokens is not None:
+            if encode_states is None:
+                raise IndexStoreError("this writer keeps token states: give encode_states")
+            made, states = encode_states(list(todo.values()))
+        else:
+            made = encode(list(todo.values()))
+        vectors = np.asarray(made, dtype=np.float32)
         if vectors.shape != (len(todo), self.dim):
             raise IndexStoreError(f"sentence vectors of shape {vectors.shape}, not (n, {self.dim})")
+        if self._tokens is not None:
+            if len(states) != len(todo):
+                raise IndexStoreError(f"{len(states)} token states for {len(todo)} sentences")
+            self._tokens.add([t.states for t in states])
         self._known.update(todo)
         self._new_keys.append(np.fromiter(todo, dtype=np.uint64))
         self._new_vectors.append(vectors)
@@ -151,5 +212,8 @@ class SentenceVectorWriter:
             with (gen_dir / name).open("wb") as f:
                 np.save(f, array)
             fsync_file(gen_dir / name)
+        if self._tokens is not None:
+            base_rows = self._base.count if self._base is not None else 0
+            self._tokens.save(gen_dir, first.astype(np.int64), base_rows)
         info = {"embedder": self.embedder, "dim": self.dim, "count": len(all_keys)}
         write_durable(gen_dir / INFO_FILE, json.dumps(info).encode("utf-8"))

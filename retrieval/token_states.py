@@ -1,11 +1,13 @@
 """Per-token output states of the embedder, kept from the pass that made the sentence vectors.
 
 The guard embeds each claim (index search) and the verifier embeds the claim and its
-evidence candidate sentences; once something has asked it for token states, the ONNX
-embedder keeps the unit-normalized last-layer token states of the short texts it embeds here
-(float16, bounded by total tokens), so a token-level alignment of
-claim and evidence (:mod:`groundproxy.models.token_alignment`) needs no second model call
-when the verifier just embedded them. A text not here is embedded again by
+evidence candidate sentences; while ``keep_token_states`` is on (the guard switches it on
+when an adapter reading the token alignment comes into force), the ONNX embedder keeps the
+unit-normalized last-layer token states of the short texts it embeds here (float16, bounded
+by total tokens), so a token-level alignment of claim and evidence
+(:mod:`groundproxy.models.token_alignment`) needs no second model call when the verifier
+just embedded them. Index evidence sentences have theirs stored at ingest
+(:mod:`groundproxy.retrieval.sentence_tokens`); any other text not here is embedded again by
 :meth:`~groundproxy.retrieval.onnx_embedder.OnnxEmbedder.token_states`.
 """
 

@@ -46,8 +46,11 @@ from groundproxy.retrieval.generations import (
     verify_generation,
     write_meta,
 )
+from groundproxy.retrieval.sentence_tokens import store_token_states
 from groundproxy.retrieval.sentence_vectors import (
+    EncodeStates,
     SentenceVectorWriter,
+    StatesEncoder,
     StoredSentenceVectors,
     stores_sentences,
 )
@@ -131,11 +134,19 @@ class IndexWriter(WriterBase):
             m, ef_construction = build_params()
             self._vectors = HnswVectorIndex(emb.dim, m=m, ef_construction=ef_construction)
         self._sentences: SentenceVectorWriter | None = None
+        self._encode_states: EncodeStates | None = None
         if self._vectors is not None and stores_sentences(self._embedder_name, self._vectors.dim):
             base = None
             if self._base is not None:
                 base = StoredSentenceVectors.load(self._dir / self._base.generation)
-            self._sentences = SentenceVectorWriter(self._embedder_name, self._vectors.dim, base)
+            if isinstance(emb, StatesEncoder) and store_token_states():
+                self._encode_states = emb.encode_with_states  # retrieval.sentence_tokens
+            self._sentences = SentenceVectorWriter(
+                self._embedder_name,
+                self._vectors.dim,
+                base,
+                token_states=self._encode_states is not None,
+            )
         self._store = ChunkStore.open_writable(self._work / CHUNKS_FILE)
         self._next_label = max(self._next_label, self._store.max_label() + 1)
         self._version = (self._base.version if self._base else 0) + 1
@@ -200,7 +211,9 @@ class IndexWriter(WriterBase):
             vectors = self._encode([text for _, text in batch], self._vectors.dim)
             self._vectors.add([label for label, _ in batch], vectors)
             if self._sentences is not None:  # the verifier's evidence sentences, stored
-                self._sentences.add([text for _, text in batch], self._embedder.encode)
+                self._sentences.add(
+                    [text for _, text in batch], self._embedder.encode, self._encode_states
+                )
             if self.on_embedded is not None:
                 self.on_embedded(len(batch))
         self._pending.clear()

@@ -29,20 +29,21 @@ BASIS = {"paris": 0, "is": 1, "the": 2, "capital": 3, "lyon": 4, ".": 5, "france
 def test_claim_alignment_reads_content_pieces_only() -> None:
     claim = _states(["paris", "is", "the", "capital", "."], BASIS)
     same = _states(["the", "capital", "is", "paris"], BASIS)
-    assert claim_alignment(claim, [same]) == pytest.approx((1.0, 1.0, 0.0))
+    assert claim_alignment(claim, [same.states]) == pytest.approx((1.0, 1.0, 0.0))
     other = _states(["lyon", "is", "the", "capital"], BASIS)  # "paris" has no counterpart
-    mean, low_min, low_share = claim_alignment(claim, [other])
+    mean, low_min, low_share = claim_alignment(claim, [other.states])
     assert mean == pytest.approx(0.5) and low_min == 0.0 and low_share == pytest.approx(0.5)
     # evidence spread over several sentences counts as one
-    assert claim_alignment(claim, [other, _states(["paris"], BASIS)])[0] == pytest.approx(1.0)
+    paris = _states(["paris"], BASIS).states
+    assert claim_alignment(claim, [other.states, paris])[0] == pytest.approx(1.0)
 
 
 def test_claim_alignment_edge_cases() -> None:
     claim = _states(["paris", "capital"], BASIS)
     assert claim_alignment(claim, []) == NO_EVIDENCE
-    assert claim_alignment(claim, [TokenStates((), np.zeros((0, 8), np.float16))]) == NO_EVIDENCE
+    assert claim_alignment(claim, [np.zeros((0, 8), np.float16)]) == NO_EVIDENCE
     only_stop = _states(["is", "the", "."], BASIS)
-    assert claim_alignment(only_stop, [claim]) == NOTHING_TO_ALIGN
+    assert claim_alignment(only_stop, [claim.states]) == NOTHING_TO_ALIGN
 
 
 def test_token_state_lru_is_bounded_by_tokens() -> None:
@@ -57,7 +58,7 @@ def test_token_state_lru_is_bounded_by_tokens() -> None:
     assert lru.hits == 4 and lru.misses == 2
 
 
-def test_token_states_are_kept_only_once_asked_for_and_short() -> None:
+def test_token_states_are_kept_only_while_switched_on_and_short() -> None:
     from groundproxy.retrieval.embedder import load_embedder
 
     fresh = load_embedder()  # as a server loads it: nothing has read token states yet
@@ -67,6 +68,8 @@ def test_token_states_are_kept_only_once_asked_for_and_short() -> None:
     assert fresh.token_lru.get(first) is None  # no alignment in use: no states made
     (asked,) = fresh.token_states([first])  # made on demand, by one more pass
     assert asked.tokens[:2] == ("a", "first")
+    assert not fresh.keep_token_states and fresh.token_lru.get(first) is None  # not kept
+    fresh.keep_token_states = True  # what the guard does when a token adapter is in force
     second = "A second sentence about fees."
     fresh.encode([second, long_text])  # from now on short texts keep theirs
     assert fresh.token_lru.get(second) is not None
@@ -79,7 +82,7 @@ def test_real_minilm_token_states_and_alignment(embedder: Any) -> None:
     assert isinstance(embedder, TokenEmbedder)
     assert isinstance(embedder, OnnxEmbedder)
     text = "The warranty lasts 12 months from the date of purchase."
-    embedder.token_states(["warm up"])  # a reader of token states: the embedder keeps them
+    embedder.keep_token_states = True  # a reader of token states: the embedder keeps them
     embedder.lru.clear()  # its sentence vector is made now, not read from the vector LRU
     embedder.token_lru.clear()
     embedder.encode([text])  # the sentence-vector pass keeps its token states

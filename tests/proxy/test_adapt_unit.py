@@ -6,6 +6,7 @@ import json
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,10 +152,26 @@ def test_version_one_signals_read_as_no_alignment() -> None:
     assert new["min_tok_mean"] == 0.7 and new["min_tok_min"] == 0.2 and new["max_tok_low"] == 0.5
 
 
-def test_fit_output_says_what_token_features_cost() -> None:
-    from groundproxy.proxy.adapt_command import token_cost_note
+def test_fit_output_says_what_token_features_cost(tmp_path: Path, embedder: Any) -> None:
+    from groundproxy.policies.schema import local_policy
+    from groundproxy.proxy.adapt_command import index_stores_token_states, token_cost_note
+    from groundproxy.retrieval.ingest import ingest_texts
 
-    note = token_cost_note(FEATURE_SETS["compact_tok"])
-    assert note is not None and "215 ms" in note and "--no-token-features" in note
-    assert "min_tok_mean" in note and "lex_answer" not in note
-    assert token_cost_note(FEATURE_SETS["compact"]) is None
+    doc = [("faq", "Refunds take 14 days. The desk opens at 9 am on weekdays.")]
+    ingest_texts(tmp_path, "new", doc, embedder)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GROUNDPROXY_TOKEN_STATES", "0")
+        ingest_texts(tmp_path, "old", doc, embedder)
+    stored = {
+        name: index_stores_token_states(tmp_path, local_policy(name, retrieval={"index": name}))
+        for name in ("new", "old")
+    }
+    assert stored == {"new": True, "old": False}
+    assert index_stores_token_states(tmp_path, local_policy("x")) is None  # no index
+
+    fine = token_cost_note(FEATURE_SETS["compact_tok"], True)
+    assert fine is not None and "no extra model pass" in fine and "bench.signal_cost" in fine
+    assert "min_tok_mean" in fine and "lex_answer" not in fine
+    slow = token_cost_note(FEATURE_SETS["compact_tok"], False)
+    assert slow is not None and "embedded once more" in slow and "--no-token-features" in slow
+    assert token_cost_note(FEATURE_SETS["compact"], False) is None

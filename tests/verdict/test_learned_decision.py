@@ -4,6 +4,7 @@ index on disk, real embedhead ONNX verifier, :func:`build_guard`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,14 @@ import pytest
 
 from groundproxy.errors import PolicyError
 from groundproxy.guards import FEATURES, answer_features, decide_claims
+from groundproxy.models.evidence_text import clip_claim
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.adapters import MODELS_DIR, SHIPPED, shipped_decision, write_adapter
 from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.ingest import ingest_texts
+from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
+from groundproxy.retrieval.token_states import TokenStates
 from tests.verdict.conftest import HANDBOOK, guarded
 
 RIGHT = "The warranty lasts 12 months from the date of purchase."
@@ -55,6 +59,28 @@ def test_learned_decision_is_the_combiner_over_the_served_features(
     assert wrong["decision"] == "reject" and reports[WRONG].action != "none"
     # the default decision stays "every claim": no combiner in the report
     assert guarded(verdict_guard, "handbook", RIGHT).adapter is None
+
+
+def test_the_guards_alignment_reads_the_index_token_states_stored_at_ingest(
+    verdict_guard: GuardService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = verdict_guard.parts.embedder
+    assert isinstance(embedder, OnnxEmbedder)
+    policy = local_policy("handbook", retrieval={"index": "handbook"})
+    verified = verdict_guard.verify_sync(WRONG, None, [], policy, cache=False)
+    evidence = [e for s in verified.claims for e in s.evidence]
+    assert evidence and all(e.source == "index" and e.sentences is not None for e in evidence)
+    asked: list[str] = []
+    real = embedder.token_states
+
+    def spy(texts: Sequence[str]) -> list[TokenStates]:
+        asked.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "token_states", spy)
+    alignment = verdict_guard.alignment(verified)
+    assert alignment is not None and embedder.keep_token_states  # switched on by the guard
+    assert asked and set(asked) <= {clip_claim(s.claim.text) for s in verified.claims}
 
 
 def test_learned_decision_needs_a_verifier_that_ships_one(verdict_guard: GuardService) -> None:
