@@ -13,16 +13,20 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 - streaming: :class:`SentenceSegmenter`/:class:`Segment` and :class:`StreamedAnswer`;
 - failures and overload: :func:`failure_report`, :func:`budget_error`, :func:`admission`, …;
 - rendering: :func:`report_body`, :func:`report_headers`, :func:`header_safe`;
-- JSON answers, the verdict cache, the tenant adapter, conformal maths, the trace walk.
+- JSON answers, the verdict cache, the tenant adapter (and the upstream-logprob signal it
+  may read), conformal maths, the trace walk.
 """
 
 from groundproxy.guards.adapter import Adapter, apply_adapted
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
     FEATURES,
+    LOGPROB_FEATURES,
+    LOGPROB_SETS,
     TOKEN_FEATURES,
     answer_features,
     features_from_signals,
+    impute_missing,
 )
 from groundproxy.guards.adapter_signals import answer_signals
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
@@ -42,6 +46,12 @@ from groundproxy.guards.json_claims import (
     parse_json_answer,
     response_schema,
 )
+from groundproxy.guards.logprobs import (
+    TokenLogprob,
+    claim_logprobs,
+    parse_logprobs,
+    verified_logprobs,
+)
 from groundproxy.guards.pipeline import evidence_fn, run_guard
 from groundproxy.guards.report import header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
@@ -53,12 +63,15 @@ from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, wal
 __all__ = [
     "FEATURES",
     "FEATURE_SETS",
+    "LOGPROB_FEATURES",
+    "LOGPROB_SETS",
     "TOKEN_FEATURES",
     "Adapter",
     "CachingVerifier",
     "Segment",
     "SentenceSegmenter",
     "StreamedAnswer",
+    "TokenLogprob",
     "TraceClaim",
     "TraceNode",
     "VerdictCache",
@@ -70,6 +83,7 @@ __all__ = [
     "apply_adapted",
     "beta_binomial_interval",
     "budget_error",
+    "claim_logprobs",
     "claim_text",
     "conformal_threshold",
     "coverage",
@@ -81,15 +95,18 @@ __all__ = [
     "final_step",
     "guarded_json",
     "header_safe",
+    "impute_missing",
     "model_threshold",
     "overload_error",
     "parse_json_answer",
+    "parse_logprobs",
     "report_body",
     "report_headers",
     "resolve_threshold",
     "response_schema",
     "run_guard",
     "shed_error",
+    "verified_logprobs",
     "verify",
     "walk_back",
 ]

@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards.adapter_features import FEATURES, TOKEN_FEATURES, answer_features
+from groundproxy.guards.adapter_features import (
+    FEATURES,
+    LOGPROB_FEATURES,
+    TOKEN_FEATURES,
+    answer_features,
+)
 from groundproxy.guards.stages import Verified, apply, decide
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
@@ -70,6 +75,11 @@ class Adapter:
         return any(name in TOKEN_FEATURES for name in self.features)
 
     @property
+    def uses_logprobs(self) -> bool:
+        """Whether it reads the upstream's logprobs (guards.logprobs)."""
+        return any(name in LOGPROB_FEATURES for name in self.features)
+
+    @property
     def label(self) -> str:
         """How reports and explanations name it."""
         if self.source == "tenant":
@@ -77,8 +87,11 @@ class Adapter:
         return f"the learned answer-level decision of '{self.verifier}' v{self.version}"
 
     def p_hallucinated(self, features: Mapping[str, float]) -> float:
-        """P(hallucinated) from the named features (:func:`answer_features`)."""
+        """P(hallucinated) from the named features (:func:`answer_features`); a NaN (a
+        logprob feature of an answer that came without logprobs) reads as the fitted mean,
+        so it weighs nothing."""
         xs = [features[name] for name in self.features]
+        xs = [m if math.isnan(x) else x for x, m in zip(xs, self.mean, strict=True)]
         z = self.intercept + sum(
             c * (x - m) / s for c, x, m, s in zip(self.coef, xs, self.mean, self.scale, strict=True)
         )
@@ -136,11 +149,14 @@ def apply_adapted(
     policy: Policy,
     adapter: Adapter,
     alignment: Sequence[tuple[float, float, float]] | None = None,
+    logprobs: Sequence[tuple[float, float]] | None = None,
 ) -> GuardReport:
     """Stage 2 with the adapter's answer-level decision (module docstring); ``alignment``:
-    each claim's token alignment when :attr:`Adapter.uses_tokens`."""
+    each claim's token alignment when :attr:`Adapter.uses_tokens`; ``logprobs``: each
+    claim's upstream logprobs (:func:`guards.logprobs.claim_logprobs`) when the answer came
+    with them."""
     results = decide(verified, policy)
-    p = adapter.p_hallucinated(answer_features(verified, results, alignment))
+    p = adapter.p_hallucinated(answer_features(verified, results, alignment, logprobs))
     reject = p > adapter.threshold
     if reject:
         if results and all(r.verdict == "supported" for r in results):

@@ -7,6 +7,9 @@ names a feature this version does not know is refused with a clear error
 (:class:`~groundproxy.guards.adapter.Adapter`).
 
 An answer with no claims has P(supported) 1 and no contradiction (as the trust score says).
+The logprob features (:data:`LOGPROB_FEATURES`) are NaN for an answer that came without
+the upstream's logprobs: the fit imputes them (:func:`impute_missing`) and an adapter reads
+a NaN as its fitted mean, so it weighs nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS, NO_ALIGNMENT, answer_signals
+from groundproxy.guards.adapter_signals import (
+    CLAIM_FIELDS,
+    NO_ALIGNMENT,
+    NO_LOGPROBS,
+    answer_signals,
+)
 from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import ClaimResult
 
@@ -67,10 +75,14 @@ TOKEN_FEATURES: tuple[str, ...] = (
     "mean_tok_low",
     "max_tok_low",
 )
-FEATURES: tuple[str, ...] = LEGACY_FEATURES + EXTRA_FEATURES + TOKEN_FEATURES
-# The named subsets ``calibrate --fit`` chooses from by cross-fitting on the tenant's labels.
+# Added with signals version 3: the upstream's token logprobs over each claim (guards.logprobs;
+# present only when the upstream sent them, NaN otherwise).
+LOGPROB_FEATURES: tuple[str, ...] = ("min_lp_mean", "mean_lp_mean", "min_lp_min")
+FEATURES: tuple[str, ...] = LEGACY_FEATURES + EXTRA_FEATURES + TOKEN_FEATURES + LOGPROB_FEATURES
+# The named subsets ``calibrate --fit`` chooses from by cross-fitting on the tenant's labels
+# (the logprob ones only when enough of the labelled answers carried logprobs: LOGPROB_SETS).
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
-    "all": FEATURES,
+    "all": LEGACY_FEATURES + EXTRA_FEATURES + TOKEN_FEATURES,
     "legacy": LEGACY_FEATURES,
     "compact": (
         "all_supported",
@@ -88,9 +100,17 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
     ),
 }
 FEATURE_SETS["compact_tok"] = FEATURE_SETS["compact"] + TOKEN_FEATURES
+LOGPROB_SETS: dict[str, tuple[str, ...]] = {
+    "compact_lp": FEATURE_SETS["compact"] + LOGPROB_FEATURES,
+    "compact_tok_lp": FEATURE_SETS["compact_tok"] + LOGPROB_FEATURES,
+}
 
 _COL = {name: i for i, name in enumerate(CLAIM_FIELDS)}
-_TOKEN_DEFAULT = dict(zip(("tok_mean", "tok_min", "tok_low"), NO_ALIGNMENT, strict=True))
+# what an older row (without the token or logprob fields) reads for them
+_TOKEN_DEFAULT = {
+    **dict(zip(("tok_mean", "tok_min", "tok_low"), NO_ALIGNMENT, strict=True)),
+    **dict(zip(("lp_mean", "lp_min"), NO_LOGPROBS, strict=True)),
+}
 
 
 def _mean(xs: Sequence[float], empty: float) -> float:
@@ -114,6 +134,11 @@ def features_from_signals(signals: Mapping[str, Any]) -> dict[str, float]:
 
     def a(how: str, name: str, empty: float) -> float:
         return agg[how](col(name), empty)
+
+    sure = bool(signals.get("logprobs"))
+
+    def lp(how: str, name: str) -> float:
+        return a(how, name, 0.0) if sure else math.nan
 
     return {
         "n_claims_log": math.log1p(n),
@@ -153,13 +178,31 @@ def features_from_signals(signals: Mapping[str, Any]) -> dict[str, float]:
         "min_tok_min": a("min", "tok_min", 1.0),
         "mean_tok_low": a("mean", "tok_low", 0.0),
         "max_tok_low": a("max", "tok_low", 0.0),
+        "min_lp_mean": lp("min", "lp_mean"),
+        "mean_lp_mean": lp("mean", "lp_mean"),
+        "min_lp_min": lp("min", "lp_min"),
     }
+
+
+def impute_missing(
+    features: Sequence[Mapping[str, float]], names: Sequence[str]
+) -> list[dict[str, float]]:
+    """``features`` with each NaN of ``names`` replaced by the mean of the rows that have
+    it (0 when none has): the fit's view of answers that came without logprobs."""
+    means: dict[str, float] = {}
+    for n in names:
+        have = [f[n] for f in features if not math.isnan(f[n])]
+        means[n] = sum(have) / len(have) if have else 0.0
+    return [
+        {k: means[k] if k in means and math.isnan(v) else v for k, v in f.items()} for f in features
+    ]
 
 
 def answer_features(
     verified: Verified,
     results: Sequence[ClaimResult],
     alignment: Sequence[tuple[float, float, float]] | None = None,
+    logprobs: Sequence[tuple[float, float]] | None = None,
 ) -> dict[str, float]:
     """The named features of one verified answer (what the adapter applies at serve time)."""
-    return features_from_signals(answer_signals(verified, results, alignment))
+    return features_from_signals(answer_signals(verified, results, alignment, logprobs))

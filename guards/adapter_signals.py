@@ -10,7 +10,8 @@ Per claim (:data:`CLAIM_FIELDS`): the decided P(supported), the verifier's best 
 P(supported) and P(contradicted) over the claim's passages, verdict flags, whether the
 symbolic rules passed, the number of passages and their best retrieval score, the verdict's
 uncertainty, the token-level alignment of the claim with its evidence (computed by the
-caller from the embedder's token states), and the lexical-overlap score (the seed-001
+caller from the embedder's token states), the upstream's token logprobs over the claim
+(:mod:`guards.logprobs`, when the upstream sent them), and the lexical-overlap score (the seed-001
 TF-IDF method of :mod:`guards.lexical`, computed by :mod:`guards.lexical_best`) of the
 claim against its own passages. Per answer: the trust score and the same lexical score of
 the WHOLE answer against every passage the guard gathered (with the question) — the
@@ -27,7 +28,7 @@ from groundproxy.guards.lexical_best import LexicalScorer
 from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import ClaimResult
 
-SIGNALS_VERSION = 2  # 2: the token alignment fields
+SIGNALS_VERSION = 3  # 2: the token alignment fields; 3: the logprob fields
 CLAIM_FIELDS: tuple[str, ...] = (
     "p_supported",
     "raw_supported",
@@ -49,25 +50,34 @@ CLAIM_FIELDS: tuple[str, ...] = (
     "tok_mean",
     "tok_min",
     "tok_low",
+    # the upstream's token logprobs over the claim (guards.logprobs): mean and min; 0 when
+    # the answer came without them (the answer's "logprobs" says which)
+    "lp_mean",
+    "lp_min",
 )
 # what the token fields read when the embedder gives no token states
 NO_ALIGNMENT = (1.0, 1.0, 0.0)
+NO_LOGPROBS = (0.0, 0.0)
 
 
 def answer_signals(
     verified: Verified,
     results: Sequence[ClaimResult],
     alignment: Sequence[tuple[float, float, float]] | None = None,
+    logprobs: Sequence[tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """``{"claims": [[CLAIM_FIELDS…], …], "trust", "lex_answer", "lex_answer_alone" (without
-    the question), "n_passages", "answer_words"}``. ``alignment``: each claim's token
-    alignment (:mod:`groundproxy.models.token_alignment`), None → :data:`NO_ALIGNMENT`."""
+    the question), "n_passages", "answer_words", "logprobs"}``. ``alignment``: each claim's
+    token alignment (:mod:`groundproxy.models.token_alignment`), None → :data:`NO_ALIGNMENT`;
+    ``logprobs``: each claim's ``(mean, min)`` upstream logprob (:func:`guards.logprobs.
+    claim_logprobs`), None → :data:`NO_LOGPROBS` and ``"logprobs": 0``."""
     aligned = list(alignment) if alignment is not None else [NO_ALIGNMENT] * len(results)
+    sure = list(logprobs) if logprobs is not None else [NO_LOGPROBS] * len(results)
     q = verified.question if verified.question and verified.question.strip() else None
     lexical = LexicalScorer()  # each text tokenized once (guards.lexical_best)
     claims: list[list[float]] = []
     passages: dict[str, None] = {}
-    for s, r, tok in zip(verified.claims, results, aligned, strict=True):
+    for s, r, tok, lp in zip(verified.claims, results, aligned, sure, strict=True):
         texts = [e.text for e in s.evidence]
         passages.update(dict.fromkeys(texts))
         claims.append(
@@ -88,6 +98,7 @@ def answer_signals(
                 sum(p.supported for p in s.probs) / len(s.probs) if s.probs else 0.0,
                 float(len(s.claim.text.split())),
                 *tok,
+                *lp,
             ]
         )
     return {
@@ -98,4 +109,5 @@ def answer_signals(
         "lex_answer_alone": lexical.best(verified.answer, list(passages), None),
         "n_passages": len(passages),
         "answer_words": len(verified.answer.split()),
+        "logprobs": int(logprobs is not None),
     }

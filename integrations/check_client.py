@@ -92,7 +92,10 @@ class CheckClient:
         context: Sequence[str] = (),
         model: str | None = None,
         request_id: str | None = None,
+        logprobs: object = None,
     ) -> CheckResult:
+        """``logprobs``: the upstream's, as the response choice carried them (a dict or an
+        object with ``model_dump``), for a tenant adapter that reads them."""
         body: dict[str, Any] = {
             "answer": answer,
             "question": question,
@@ -100,6 +103,10 @@ class CheckClient:
             "context": list(context),
             "model": model,
         }
+        dump = getattr(logprobs, "model_dump", None)
+        plain = dump() if callable(dump) else logprobs
+        if isinstance(plain, dict | list) and plain:
+            body["logprobs"] = plain
         headers = {"authorization": f"Bearer {self._api_key}"}
         if request_id:
             headers["x-request-id"] = request_id

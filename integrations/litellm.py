@@ -46,15 +46,19 @@ class GroundproxyGuardrail(CustomGuardrail):
         self.fail_open = unreachable_fallback == "fail_open"
         super().__init__(timeout=timeout, **kwargs)
 
-    async def _check(self, answer: str, data: dict[str, Any]) -> CheckResult:
-        """The verdict for one answer; unreachable groundproxy → block, or with
-        ``unreachable_fallback: fail_open`` the answer unchanged and marked unverified."""
+    async def _check(
+        self, answer: str, data: dict[str, Any], logprobs: object = None
+    ) -> CheckResult:
+        """The verdict for one answer (``logprobs``: its choice's, when the upstream sent
+        them); unreachable groundproxy → block, or with ``unreachable_fallback: fail_open``
+        the answer unchanged and marked unverified."""
         try:
             return await self.groundproxy.check(
                 answer,
                 messages=data.get("messages"),
                 model=data.get("model"),
                 request_id=data.get("litellm_call_id"),
+                logprobs=logprobs,
             )
         except CheckError as exc:
             if not self.fail_open:
@@ -82,7 +86,7 @@ class GroundproxyGuardrail(CustomGuardrail):
             text = getattr(message, "content", None)
             if not isinstance(text, str) or not text.strip():
                 continue
-            result = await self._check(text, data)
+            result = await self._check(text, data, getattr(choice, "logprobs", None))
             if result.blocked:
                 raise self._refuse(result)
             message.content = result.answer

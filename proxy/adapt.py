@@ -35,11 +35,15 @@ import numpy.typing as npt
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import (
     FEATURE_SETS,
+    LOGPROB_FEATURES,
+    LOGPROB_SETS,
     TOKEN_FEATURES,
     answer_signals,
     conformal_threshold,
     decide_claims,
     features_from_signals,
+    impute_missing,
+    verified_logprobs,
 )
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.adapters import write_adapter
@@ -58,7 +62,8 @@ def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dic
     verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
     results = decide_claims(verified, policy)
     rule = int(not results or any(r.verdict != "supported" for r in results))
-    return answer_signals(verified, results, guard.alignment(verified)), rule
+    sure = verified_logprobs(verified, item.tokens())
+    return answer_signals(verified, results, guard.alignment(verified), sure), rule
 
 
 def _standardize(x: Matrix) -> tuple[Matrix, Matrix]:
@@ -254,7 +259,13 @@ def fit_tenant(
         scored = [signals_of(it, policy, guard) for it in items]
     labels = [it.label_hallucinated for it in items]
     features = [features_from_signals(f) for f, _ in scored]
-    sets = FEATURE_SETS if token_features else without_token_features(FEATURE_SETS)
+    with_logprobs = sum(int(f["logprobs"]) for f, _ in scored if "logprobs" in f)
+    candidates = dict(FEATURE_SETS)
+    if with_logprobs >= max(MIN_ROWS, len(items) // 2):  # enough answers carried logprobs
+        candidates.update(LOGPROB_SETS)
+        features = impute_missing(features, LOGPROB_FEATURES)
+        say(f"{with_logprobs} of {len(items)} answers carry the upstream's logprobs")
+    sets = candidates if token_features else without_token_features(candidates)
     content = fit_combiner(
         features, labels, alpha=alpha, cal_fraction=cal_fraction, seed=seed, feature_sets=sets
     )

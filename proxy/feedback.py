@@ -6,7 +6,13 @@ One JSON object a line (also the format of a labels file for ``groundproxy calib
     {"id": "fb-…", "created": 1700000000.0, "label_hallucinated": 0 | 1,
      "answer": "…", "question": "…" | null, "context": ["evidence text", …],
      "request_id": "…" | null, "step_id": "…" | null,
-     "claims": [{"text": "…", "label": "supported" | "hallucinated"}] | null}
+     "claims": [{"text": "…", "label": "supported" | "hallucinated"}] | null,
+     "logprobs": [{"token": "…", "logprob": -0.1}, …] | null}
+
+``logprobs``: the upstream's tokens of the answer with their logprobs, as the response's
+``choices[i].logprobs`` carried them (that object, its ``content`` list, or a legacy
+completions choice's); an adapter fitted on enough such answers may read them
+(:mod:`groundproxy.guards.logprobs`).
 
 An answer is labelled hallucinated (1) or not (0) directly, or through its claims: any
 claim labelled ``hallucinated`` makes the answer 1, all ``supported`` make it 0. Each
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import BadRequestError
+from groundproxy.guards import TokenLogprob, parse_logprobs
 from groundproxy.retrieval.names import validate_tenant
 
 FEEDBACK_FILE = "feedback.jsonl"
@@ -46,6 +53,11 @@ class Labelled:
     request_id: str | None = None
     step_id: str | None = None
     claims: list[dict[str, str]] | None = None
+    logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob"}] (guards.logprobs)
+
+    def tokens(self) -> tuple[TokenLogprob, ...] | None:
+        """The answer's ``(token, logprob)`` pairs, when it carried them."""
+        return parse_logprobs(self.logprobs) if self.logprobs else None
 
 
 def feedback_path(data_dir: Path, tenant: str) -> Path:
@@ -78,6 +90,20 @@ def _claims(d: Mapping[str, Any]) -> list[dict[str, str]] | None:
             )
         out.append({"text": _text(c, "text", required=True) or "", "label": str(c["label"])})
     return out
+
+
+def _logprobs(d: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    raw = d.get("logprobs")
+    if raw is None:
+        return None
+    tokens = parse_logprobs(raw)
+    if tokens is None:
+        raise BadRequestError(
+            '\'logprobs\' must be a response choice\'s logprobs: {"content": [{"token", '
+            '"logprob"}, …]} (or that list), each logprob a number ≤ 0',
+            param="logprobs",
+        )
+    return [{"token": t, "logprob": lp} for t, lp in tokens]
 
 
 def answer_label(d: Mapping[str, Any], claims: Sequence[Mapping[str, str]] | None) -> int:
@@ -122,6 +148,7 @@ def parse_labelled(d: Any) -> Labelled:
         request_id=_text(d, "request_id"),
         step_id=_text(d, "step_id"),
         claims=claims,
+        logprobs=_logprobs(d),
     )
 
 

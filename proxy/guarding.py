@@ -23,6 +23,7 @@ import structlog
 from groundproxy.errors import GroundproxyError, GuardTimeoutError
 from groundproxy.guards import (
     CachingVerifier,
+    TokenLogprob,
     Verified,
     admission,
     apply,
@@ -33,6 +34,7 @@ from groundproxy.guards import (
     failure_report,
     overload_error,
     shed_error,
+    verified_logprobs,
     verify,
 )
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
@@ -207,15 +209,23 @@ class GuardService:
 
     def guard_sync(
         self, answer: str, question: str | None, context: Context, policy: Policy,
-        **options: Unpack[VerifyOptions],
+        logprobs: Sequence[TokenLogprob] | None = None, **options: Unpack[VerifyOptions],
     ) -> GuardReport:  # fmt: skip
         """Both stages, in the caller's thread (the CLI, eval, calibrate, benchmarks);
-        ``options`` as :meth:`verify_sync`'s."""
-        return self.finish(self.verify_sync(answer, question, context, policy, **options), policy)
+        ``options`` as :meth:`verify_sync`'s, ``logprobs`` as :meth:`finish`'s."""
+        verified = self.verify_sync(answer, question, context, policy, **options)
+        return self.finish(verified, policy, logprobs)
 
-    def finish(self, verified: Verified, policy: Policy) -> GuardReport:
+    def finish(
+        self,
+        verified: Verified,
+        policy: Policy,
+        logprobs: Sequence[TokenLogprob] | None = None,
+    ) -> GuardReport:
         """Stage 2, with the tenant's adapter when one is in force (hot-reloaded), else —
-        policy ``verifier.decision: learned`` — the verifier's shipped answer combiner."""
+        policy ``verifier.decision: learned`` — the verifier's shipped answer combiner.
+        ``logprobs``: the upstream's tokens of the answer with their logprobs
+        (:func:`guards.parse_logprobs`), read when the adapter reads them."""
         found = None
         if self.adapters is not None:
             found = self.adapters.for_verifier(policy.tenant, verified.verifier)
@@ -224,7 +234,8 @@ class GuardService:
         if found is None:
             return apply(verified, policy)
         alignment = self.alignment(verified) if found.uses_tokens else None
-        return apply_adapted(verified, policy, found, alignment)
+        sure = verified_logprobs(verified, logprobs) if found.uses_logprobs else None
+        return apply_adapted(verified, policy, found, alignment, sure)
 
     def alignment(self, verified: Verified) -> list[tuple[float, float, float]] | None:
         """Each claim's token alignment with its evidence (models.token_alignment); None
@@ -332,8 +343,10 @@ class GuardService:
         question: str | None,
         context: Sequence[tuple[str, str]],
         policy: Policy,
+        logprobs: Sequence[TokenLogprob] | None = None,
     ) -> GuardReport:
-        """One whole answer (buffer mode): both stages, budget and errors per the policy."""
+        """One whole answer (buffer mode): both stages, budget and errors per the policy;
+        ``logprobs``: the upstream's, when it sent them (:meth:`finish`)."""
         if not policy.guard:
             self.parts.metrics.observe_unguarded(policy.tenant)
             return await off_loop(disabled_report, answer, policy)
@@ -341,7 +354,7 @@ class GuardService:
         checked = await self.check(answer, question, context, policy)
         if isinstance(checked, Verified):
             try:  # in a worker thread: an adapter's token alignment may run the embedder
-                report = await anyio.to_thread.run_sync(self.finish, checked, policy)
+                report = await anyio.to_thread.run_sync(self.finish, checked, policy, logprobs)
             except GroundproxyError as err:  # an unreadable adapter: on_guard_error
                 report = failure_report(answer, policy, err)
         else:

@@ -76,10 +76,10 @@ def _finish(rule: dict[str, Any]) -> str:
     return "function_call" if rule.get("function_call") else "stop"
 
 
-def _logprobs(words: list[str]) -> dict[str, Any]:
+def _logprobs(words: list[str], logprob: float = -0.5) -> dict[str, Any]:
     return {
-        "content": [{"token": w, "logprob": -0.5, "bytes": list(w.encode()), "top_logprobs": []}
-                    for w in words],
+        "content": [{"token": w, "logprob": logprob, "bytes": list(w.encode()),
+                     "top_logprobs": []} for w in words],
         "refusal": None,
     }  # fmt: skip
 
@@ -111,7 +111,7 @@ def completion_body(
             {
                 "index": 0,
                 "message": message,
-                "logprobs": _logprobs(pieces) if logprobs else None,
+                "logprobs": _logprobs(pieces, rule.get("logprob", -0.5)) if logprobs else None,
                 "finish_reason": _finish(rule),
             }
         ],
@@ -178,7 +178,8 @@ async def stream_chunks(
         if drip_s:
             await asyncio.sleep(drip_s)
         piece = w if i == 0 else " " + w
-        extra = {"logprobs": _logprobs([piece])} if options.get("logprobs") else {}
+        lp = rule.get("logprob", -0.5)
+        extra = {"logprobs": _logprobs([piece], lp)} if options.get("logprobs") else {}
         yield _chunk(cid, model, {"content": piece}, None, **extra)
     for delta in _tool_deltas(rule):
         yield _chunk(cid, model, delta, None)

@@ -7,7 +7,8 @@ else the default answer. A rule may answer with tool calls too:
 ``"tool_calls": [{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]``
 (``answer`` then is optional prose beside them; ``finish_reason`` is ``tool_calls``), or with
 a legacy ``"function_call": {"name": ..., "arguments": ...}``. Answers carry
-``system_fingerprint``; ``logprobs: true`` adds one logprob per word, and streams send a final
+``system_fingerprint``; ``logprobs: true`` adds one logprob per word (the rule's ``"logprob"``,
+default -0.5), and streams send a final
 ``choices: []`` usage chunk when ``stream_options.include_usage`` is set.
 Model names switch on failure modes for tests:
 

@@ -8,22 +8,26 @@ answer is verified under the calling tenant's policy exactly as a chat completio
 Request body::
 
     {"answer": str, "question": str | null, "messages": [chat messages], "context": [str],
-     "model": str | null}
+     "model": str | null, "logprobs": the response choice's logprobs | null}
 
 ``messages`` are the conversation the answer replies to: its system/user/tool texts are
 evidence, and its last user message is the question when ``question`` is absent.
-``context`` strings are extra evidence (cited as ``request:context#<i>``).
+``context`` strings are extra evidence (cited as ``request:context#<i>``). ``logprobs``: the
+upstream's token logprobs of the answer, as its response choice carried them (for a
+tenant adapter that reads them, :mod:`groundproxy.guards.logprobs`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from groundproxy.errors import AuthenticationError
-from groundproxy.guards import report_body, report_headers
+from groundproxy.errors import AuthenticationError, BadRequestError
+from groundproxy.guards import TokenLogprob, parse_logprobs, report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
 from groundproxy.proxy.body import read_body
@@ -49,6 +53,20 @@ class CheckRequest(BaseModel):
     messages: list[ChatMessage] = Field(default_factory=list)
     context: list[str] = Field(default_factory=list)
     model: str | None = None
+    logprobs: dict[str, Any] | list[Any] | None = None
+
+    def tokens(self) -> tuple[TokenLogprob, ...] | None:
+        """The answer's ``(token, logprob)`` pairs; a malformed ``logprobs`` is refused."""
+        if self.logprobs is None:
+            return None
+        found = parse_logprobs(self.logprobs)
+        if found is None:
+            raise BadRequestError(
+                "'logprobs' must be a response choice's logprobs: "
+                '{"content": [{"token", "logprob"}, …]}, each logprob a number ≤ 0',
+                param="logprobs",
+            )
+        return found
 
     def conversation(self) -> ChatCompletionRequest | None:
         if not self.messages:
@@ -105,7 +123,7 @@ async def check(request: Request) -> JSONResponse:
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces
     )
     question, context = req.the_question(), req.context_messages()
-    report = await guard.guard(req.answer, question, context, loaded.policy)
+    report = await guard.guard(req.answer, question, context, loaded.policy, req.tokens())
     step_id = new_step_id()
     headers = report_headers(report, loaded.policy_id, step_id, rid)
     if trace is not None:

@@ -43,6 +43,7 @@ _FIELDS = {
     "claims",
     "request_id",
     "step_id",
+    "logprobs",
 }
 
 

@@ -11,18 +11,14 @@ server (no restart) then accepts the next such answer and still rejects a wrong 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
-from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import ADMIN_KEYS, KEYS, _policy
+from tests.e2e.adapter_serving import fit_adapter, serving
 
 pytestmark = pytest.mark.slow
 
@@ -34,20 +30,12 @@ QUESTION = "When is the meeting?"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Iterator[Any]:
-    root = tmp_path_factory.mktemp("adapter-e2e")
-    policies, data = root / "policies", root / "data"
-    policies.mkdir()
-    data.mkdir()
-    spec = _policy("acme", upstream_port)
-    (policies / "acme.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    learned = _policy("globex", upstream_port, verifier={"decision": "learned"})
-    (policies / "globex.yaml").write_text(yaml.safe_dump(learned), encoding="utf-8")
-    port = free_port()
-    proc = start_proxy(port, policies, data, log_path=root / "proxy.log")
-    try:
-        yield f"http://127.0.0.1:{port}", policies, data
-    finally:
-        stop_process(proc)
+    specs = {
+        "acme": _policy("acme", upstream_port),
+        "globex": _policy("globex", upstream_port, verifier={"decision": "learned"}),
+    }
+    with serving(tmp_path_factory.mktemp("adapter-e2e"), specs) as found:
+        yield found
 
 
 def _check(c: httpx.Client, answer: str, n: int, tenant: str = "acme") -> httpx.Response:
@@ -99,18 +87,7 @@ def test_feedback_fit_changes_the_served_verdict(server: Any) -> None:
         stored = (data / "acme" / "feedback.jsonl").read_text(encoding="utf-8").splitlines()
         assert len(stored) == 25 and json.loads(stored[0])["step_id"] == step
 
-        fit = subprocess.run(
-            [
-                *(sys.executable, "-m", "groundproxy.proxy", "calibrate", "--fit"),
-                *("--tenant", "acme", "--data", str(data), "--policies", str(policies), "--json"),
-            ],
-            capture_output=True,
-            text=True,
-            env=os.environ.copy(),
-            timeout=600,
-        )
-        assert fit.returncode == 0, fit.stderr
-        content = json.loads(fit.stdout.strip().splitlines()[-1])
+        content, _ = fit_adapter("acme", data, policies)
         assert content["version"] == 1 and content["fit"]["n"] == 25
         assert (data / "acme" / "adapter-v1.json").is_file()
 

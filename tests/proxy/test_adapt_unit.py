@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 from pathlib import Path
@@ -127,10 +128,18 @@ def test_feedback_records(tmp_path: Path) -> None:
     ):
         with pytest.raises(BadRequestError):
             parse_labelled(bad)
+    # the response's logprobs travel with the label, stored as [{"token", "logprob"}]
+    legacy = {"tokens": ["B", "."], "token_logprobs": [-0.1, -2.0]}
+    sure = parse_labelled({"answer": "B.", "label": "supported", "logprobs": legacy})
+    assert sure.tokens() == (("B", -0.1), (".", -2.0)) and row.tokens() is None
+    with pytest.raises(BadRequestError, match="logprob"):
+        parse_labelled({"answer": "B.", "label": "supported", "logprobs": {"content": "x"}})
     append(tmp_path, "acme", item)
     append(tmp_path, "acme", row)
+    append(tmp_path, "acme", sure)
     stored = read_labelled(feedback_path(tmp_path, "acme"))
-    assert [s.label_hallucinated for s in stored] == [1, 0] and stored[0].id.startswith("fb-")
+    assert [s.label_hallucinated for s in stored] == [1, 0, 0] and stored[0].id.startswith("fb-")
+    assert stored[2].tokens() == sure.tokens()
 
 
 def test_feature_sets_without_token_features() -> None:
@@ -143,11 +152,12 @@ def test_feature_sets_without_token_features() -> None:
 
 def test_version_one_signals_read_as_no_alignment() -> None:
     """Signals cached before the token fields (15 per claim) give the neutral alignment."""
-    row = [0.9] * (len(CLAIM_FIELDS) - 3)
+    row = [0.9] * (len(CLAIM_FIELDS) - 5)  # neither the token nor the logprob fields
     old = {"claims": [row], "trust": 0.9, "lex_answer": 0.5, "lex_answer_alone": 0.5,
            "n_passages": 1, "answer_words": 5}  # fmt: skip
     f = features_from_signals(old)
     assert f["min_tok_mean"] == 1.0 and f["min_tok_min"] == 1.0 and f["max_tok_low"] == 0.0
+    assert math.isnan(f["min_lp_min"])  # no logprobs: the adapter reads its fitted mean
     new = features_from_signals({**old, "claims": [[*row, 0.7, 0.2, 0.5]]})
     assert new["min_tok_mean"] == 0.7 and new["min_tok_min"] == 0.2 and new["max_tok_low"] == 0.5
 
