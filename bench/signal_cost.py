@@ -27,7 +27,12 @@ pass). Each answer starts with the embedder's vector and token-state LRUs empty,
 request with a distinct answer finds them. Ingest of the same documents with and without
 stored token states is timed too, with the bytes each stores.
 
-    .venv/bin/python -m bench.signal_cost [--n 40] [--docs 300] [--out FILE]
+With ``--postgres`` a fourth path, ``postgres``: the same documents ingested into a real
+PostgreSQL + pgvector server, whose evidence sentences' vectors and token states are stored
+in the database at ingest (:mod:`retrieval.pg_sentences`) and read with one statement per
+look-up. Every path also reports stage 1 (verify) per answer.
+
+    .venv/bin/python -m bench.signal_cost [--n 40] [--docs 300] [--postgres] [--out FILE]
 """
 
 from __future__ import annotations
@@ -109,16 +114,110 @@ def ingest_both(work: Path, docs: list[tuple[str, str]], embedder: Any) -> list[
     return out
 
 
+LABELS = {
+    "verify": "stage 1, verify",
+    "every_claim": "stage 2, every_claim",
+    "learned": "stage 2, learned",
+    "features": "  signals + features",
+    "added": "added by learned",
+    "alignment": "token alignment (if used)",
+}
+
+
+def measure(
+    guard: Any, path: str, index: str | None, answers: list[Any], docs: list[tuple[str, str]]
+) -> list[str]:
+    """The table rows of one evidence path: each answer verified once (LRUs empty), then
+    finished both ways on that verification."""
+    embedder: Any = guard.parts.embedder
+    combiner = shipped_decision("embedhead")
+    by_id = dict(docs)
+    firsts = [(d, sents[0]) for d, text in docs if (sents := split_sentences(text))]
+    ctx_on = index is None
+    policy = local_policy(
+        "bench",
+        retrieval={"index": index, "use_request_context": ctx_on},
+        latency_budget_ms=60_000,
+    )
+    parts: dict[str, list[float]] = {k: [] for k in LABELS}
+    for i, a in enumerate(answers):
+        context: list[tuple[str, str]] = []
+        if ctx_on:  # the documents the answer's sentences come from, as context
+            context = [("context", by_id[d]) for d, first in firsts if first in a.text]
+        for lru in (embedder.lru, embedder.token_lru):
+            lru.clear()
+        started = time.perf_counter()
+        verified = (
+            guard.verify_sync(a.text, a.question, context, policy, cache=False, index=None)
+            if ctx_on  # the request's context only, as eval's context mode
+            else guard.verify_sync(a.text, a.question, context, policy, cache=False)
+        )
+        t0 = time.perf_counter()
+        apply(verified, policy)
+        t1 = time.perf_counter()
+        alignment = guard.alignment(verified)
+        t2 = time.perf_counter()
+        answer_features(verified, decide_claims(verified, policy), alignment)
+        t3 = time.perf_counter()
+        apply_adapted(verified, policy, combiner, alignment)
+        t4 = time.perf_counter()
+        base, t_align, t_feat, whole = (
+            1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t4 - t3)
+        )  # fmt: skip
+        if i < 3:  # warm-up
+            continue
+        learned = whole + (t_align if combiner.uses_tokens else 0.0)
+        parts["verify"].append(1000 * (t0 - started))
+        parts["every_claim"].append(base)
+        parts["learned"].append(learned)
+        parts["alignment"].append(t_align)
+        parts["features"].append(t_feat)
+        parts["added"].append(learned - base)
+    return [
+        f"{path:<10}{LABELS[name]:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
+        f"{statistics.fmean(xs):>8.2f}"
+        for name, xs in parts.items()
+    ]
+
+
+def postgres_rows(
+    embedder: Any, answers: list[Any], docs: list[tuple[str, str]]
+) -> tuple[list[str], list[str]]:
+    """The ``postgres`` path: the same documents ingested into a real PostgreSQL + pgvector
+    server (testing.pg) with the sentences stored in the database (retrieval.pg_sentences).
+    (table rows, ingest row)."""
+    from groundproxy.proxy.storage import PostgresStorage
+    from groundproxy.proxy.storage import ingest_texts as ingest_into
+    from groundproxy.testing.pg import start_postgres
+
+    server = start_postgres()
+    storage = PostgresStorage(server.create_database())
+    try:
+        storage.start()
+        t = time.perf_counter()
+        ingest_into(storage, "bench", docs, embedder)
+        took = time.perf_counter() - t
+        with storage.pool.connection() as conn:
+            size = conn.execute("SELECT pg_total_relation_size('gp_sentences')").fetchone()[0]
+        settings = Settings(data=Path(tempfile.mkdtemp(prefix="gp-signal-pg-")), batch_window_ms=0)
+        with build_guard(settings, embedder=embedder, storage=storage) as guard:
+            rows = measure(guard, "postgres", "bench", answers, docs)
+        label = f"{len(docs)} documents, PostgreSQL"
+        return rows, [f"{label:<36}{took:>8.1f}{int(size) / 2**20:>22.1f}"]
+    finally:
+        storage.close()
+        server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--docs", type=int, default=300)
+    ap.add_argument("--postgres", action="store_true", help="add the PostgreSQL path")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gp-signal-cost-"))
     docs = _docs(args.docs)
-    by_id = dict(docs)
-    firsts = [(d, sents[0]) for d, text in docs if (sents := split_sentences(text))]
     combiner = shipped_decision("embedhead")
     lines = [
         f"signal cost: {args.n} distinct 5-claim answers, ~{args.docs} documents; ms per answer "
@@ -131,62 +230,12 @@ def main() -> None:
         embedder: Any = guard.parts.embedder
         ingested = ingest_both(work, docs, embedder)
         answers = distinct_answers(docs, args.n + 3)
-        for path in ("index", "index-old", "context"):
-            index = {"index": "bench-old" if path == "index-old" else "bench"}
-            if path == "context":
-                index = {"index": None}
-            ctx_on = path == "context"
-            policy = local_policy(
-                "bench",
-                retrieval={**index, "use_request_context": ctx_on},
-                latency_budget_ms=60_000,
-            )
-            parts: dict[str, list[float]] = {
-                k: [] for k in ("every_claim", "learned", "features", "added", "alignment")
-            }
-            for i, a in enumerate(answers):
-                context: list[tuple[str, str]] = []
-                if ctx_on:  # the documents the answer's sentences come from, as context
-                    context = [("context", by_id[d]) for d, first in firsts if first in a.text]
-                for lru in (embedder.lru, embedder.token_lru):
-                    lru.clear()
-                verified = (
-                    guard.verify_sync(a.text, a.question, context, policy, cache=False, index=None)
-                    if ctx_on  # the request's context only, as eval's context mode
-                    else guard.verify_sync(a.text, a.question, context, policy, cache=False)
-                )
-                t0 = time.perf_counter()
-                apply(verified, policy)
-                t1 = time.perf_counter()
-                alignment = guard.alignment(verified)
-                t2 = time.perf_counter()
-                answer_features(verified, decide_claims(verified, policy), alignment)
-                t3 = time.perf_counter()
-                apply_adapted(verified, policy, combiner, alignment)
-                t4 = time.perf_counter()
-                base, t_align, t_feat, whole = (
-                    1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t4 - t3)
-                )  # fmt: skip
-                if i < 3:  # warm-up
-                    continue
-                learned = whole + (t_align if combiner.uses_tokens else 0.0)
-                parts["every_claim"].append(base)
-                parts["learned"].append(learned)
-                parts["alignment"].append(t_align)
-                parts["features"].append(t_feat)
-                parts["added"].append(learned - base)
-            for name, xs in parts.items():
-                label = {
-                    "every_claim": "stage 2, every_claim",
-                    "learned": "stage 2, learned",
-                    "features": "  signals + features",
-                    "added": "added by learned",
-                    "alignment": "token alignment (if used)",
-                }[name]
-                lines.append(
-                    f"{path:<10}{label:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
-                    f"{statistics.fmean(xs):>8.2f}"
-                )
+        for path, index in (("index", "bench"), ("index-old", "bench-old"), ("context", None)):
+            lines += measure(guard, path, index, answers, docs)
+        if args.postgres:
+            rows, pg_ingest = postgres_rows(embedder, answers, docs)
+            lines += rows
+            ingested += pg_ingest
         lines += ["", *ingested, "", *keeping_cost(embedder, answers, docs)]
     text = "\n".join(lines) + "\n"
     print(text)

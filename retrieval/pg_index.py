@@ -33,6 +33,8 @@ from groundproxy.retrieval.chunk_store import (
 from groundproxy.retrieval.names import validate_doc_id, validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import vector_index_kind
+from groundproxy.retrieval.pg_sentences import PgSentences
+from groundproxy.retrieval.sentence_vectors import stores_sentences
 from groundproxy.retrieval.snapshot_base import SnapshotBase, query_matrix
 
 CHUNK_COLS = "id, doc_id, chunk_id, text, start_char, end_char, content_hash, index_version"
@@ -107,6 +109,10 @@ class PgTenantIndex(SnapshotBase):
         self._pool = pool
         self._tenant = validate_tenant(tenant)
         self._meta = meta
+        # the verifier's evidence sentences stored at ingest (retrieval.pg_sentences)
+        self.sentences: PgSentences | None = None
+        if meta is not None and stores_sentences(meta.embedder, meta.dim):
+            self.sentences = PgSentences(pool, self._tenant, meta.embedder, meta.dim)
 
     @property
     def version(self) -> int:
@@ -149,6 +155,7 @@ class PgTenantIndex(SnapshotBase):
                     content_hash=str(row[7]),
                     index_version=int(row[8]),
                     source="index",
+                    sentences=self.sentences,
                 )
             )
         for hits in out:

@@ -93,6 +93,20 @@ CREATE TABLE gp_calibration (
 );
 """,
     ),
+    (
+        2,
+        # the verifier's evidence sentences, embedded at ingest (retrieval.pg_sentences)
+        """
+CREATE TABLE gp_sentences (
+    tenant TEXT NOT NULL,
+    key BIGINT NOT NULL,
+    vector BYTEA NOT NULL,
+    n_tokens INTEGER NOT NULL,
+    states BYTEA,
+    PRIMARY KEY (tenant, key)
+);
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -4,7 +4,9 @@ The writer takes a connection, begins a transaction and takes the tenant's trans
 advisory lock (one writer per tenant; readers never wait). Nothing it writes is visible
 until ``commit()``: a writer that fails, is closed without committing, or whose process is
 killed leaves the previous version visible and intact (the server rolls back the
-transaction of a connection that died). Same interface as ``retrieval.writer.IndexWriter``.
+transaction of a connection that died). Same interface as ``retrieval.writer.IndexWriter``;
+the verifier's evidence sentences are stored in the same transaction
+(:mod:`groundproxy.retrieval.pg_sentences`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from groundproxy.retrieval.fsutil import sha256_text
 from groundproxy.retrieval.pg_index import read_tenant_meta, vector_literal
 from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import TENANT_LOCK_CLASS, ensure_hnsw_index
+from groundproxy.retrieval.pg_sentences import store_sentences
 from groundproxy.retrieval.writer_base import (
     CHUNK_HASH_CHARS,
     UpsertStatus,
@@ -124,6 +127,9 @@ class PgIndexWriter(WriterBase):
                 vectors = self._encode([p[2] for p in batch], emb.dim)
                 for p, v in zip(batch, vectors, strict=True):
                     copy.write_row((self.tenant, *p, self._version, emb.dim, vector_literal(v)))
+        texts = [p[2] for p in self._pending]
+        for i in range(0, len(texts), self._batch_chunks):  # the verifier's evidence sentences
+            store_sentences(self._conn, self.tenant, texts[i : i + self._batch_chunks], emb)
         self._pending.clear()
 
     def _commit_changes(self) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from groundproxy.proxy.storage import PostgresStorage
 from groundproxy.testing.pg import PgServer, start_postgres
 
 
@@ -23,3 +24,12 @@ def pg_server() -> Iterator[PgServer]:
 @pytest.fixture
 def pg_dsn(pg_server: PgServer) -> str:
     return pg_server.create_database()
+
+
+@pytest.fixture
+def storage(pg_dsn: str) -> Iterator[PostgresStorage]:
+    """The Postgres storage backend over a fresh database, started (schema migrated)."""
+    s = PostgresStorage(pg_dsn)
+    s.start()
+    yield s
+    s.close()

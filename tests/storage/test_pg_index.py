@@ -4,7 +4,6 @@ tenant isolation, atomic ingests, migrations, and replicas following commits."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import psycopg
@@ -25,14 +24,6 @@ pytestmark = pytest.mark.slow
 
 WARRANTY = "The Acme X200 warranty lasts 24 months from the date of purchase."
 RETURNS = "Unused items can be returned within 30 days for a full refund."
-
-
-@pytest.fixture
-def storage(pg_dsn: str) -> Iterator[PostgresStorage]:
-    s = PostgresStorage(pg_dsn)
-    s.start()
-    yield s
-    s.close()
 
 
 def test_ingest_search_and_lookups(storage: PostgresStorage) -> None:
