@@ -9,7 +9,10 @@ cache), then finished both ways on that same verification, interleaved:
   answer-level signals and features, the combiner, stage 2 (plus the token alignment when
   the combiner reads it);
 - ``token alignment``: every claim's token alignment (:mod:`models.token_alignment`), what a
-  tenant adapter that chose token features adds on top.
+  tenant adapter that chose token features adds on top;
+- ``upstream logprobs``: reading a chat choice's ``logprobs`` (a token per word) and each
+  claim's mean / min over its span (:mod:`guards.logprobs`), what an adapter fitted with
+  the logprob features adds when the request asked for them.
 
 Last, what keeping token states costs the embedder (``OnnxEmbedder.keep_token_states``,
 off until the guard switches it on for an adapter that reads the alignment): the same
@@ -47,7 +50,14 @@ from typing import Any
 
 from bench.answers import distinct_answers
 from bench.guard_latency import _docs, _pct
-from groundproxy.guards import answer_features, apply, apply_adapted, decide_claims
+from groundproxy.guards import (
+    answer_features,
+    apply,
+    apply_adapted,
+    decide_claims,
+    parse_logprobs,
+    verified_logprobs,
+)
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.adapters import shipped_decision
 from groundproxy.proxy.guarding import build_guard
@@ -114,6 +124,14 @@ def ingest_both(work: Path, docs: list[tuple[str, str]], embedder: Any) -> list[
     return out
 
 
+def choice_logprobs(answer: str) -> dict[str, Any]:
+    """What an upstream's chat choice carries for ``answer`` with ``logprobs: true``: a token
+    per word here (real tokenizers cut finer: ~1.3 tokens per word)."""
+    words = answer.split(" ")
+    return {"content": [{"token": w if i == 0 else " " + w, "logprob": -0.1 * (i % 7)}
+                        for i, w in enumerate(words)]}  # fmt: skip
+
+
 LABELS = {
     "verify": "stage 1, verify",
     "every_claim": "stage 2, every_claim",
@@ -121,6 +139,7 @@ LABELS = {
     "features": "  signals + features",
     "added": "added by learned",
     "alignment": "token alignment (if used)",
+    "logprobs": "upstream logprobs (if sent)",
 }
 
 
@@ -161,6 +180,8 @@ def measure(
         t3 = time.perf_counter()
         apply_adapted(verified, policy, combiner, alignment)
         t4 = time.perf_counter()
+        verified_logprobs(verified, parse_logprobs(choice_logprobs(a.text)))
+        t5 = time.perf_counter()
         base, t_align, t_feat, whole = (
             1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t4 - t3)
         )  # fmt: skip
@@ -173,6 +194,7 @@ def measure(
         parts["alignment"].append(t_align)
         parts["features"].append(t_feat)
         parts["added"].append(learned - base)
+        parts["logprobs"].append(1000 * (t5 - t4))
     return [
         f"{path:<10}{LABELS[name]:<30}{statistics.median(xs):>8.2f}{_pct(xs, 90):>8.2f}"
         f"{statistics.fmean(xs):>8.2f}"

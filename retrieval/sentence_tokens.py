@@ -5,7 +5,7 @@ reads the embedder's last-layer token states of the evidence sentences. With req
 context those come from the verifier's own pass over the sentences; index evidence is read
 from the sentence vectors stored at ingest (:mod:`groundproxy.retrieval.sentence_vectors`),
 so its sentences were never embedded at request time and the alignment had to embed them
-again (~90 ms p50 per 5-claim answer on 2 cores against ~7 ms with stored states, same run,
+again (~90 ms p50 per 5-claim answer on 2 cores against ~8 ms with stored states, same run,
 ``bench/signal_cost.py``). Ingest makes the token states in the same pass as the sentence
 vectors and stores them beside them::
 
@@ -16,7 +16,7 @@ vectors and stores them beside them::
 A row with no tokens has none stored (a sentence of a generation written before this, or
 with ``GROUNDPROXY_TOKEN_STATES=0``): the alignment embeds it live. Disk: 768 bytes per
 word piece, ~21x the sentence vectors (32 MiB for the bench's 600 documents, against
-1.5 MiB); ingest takes ~25 % longer. The states are memory-mapped read-only.
+1.5 MiB); ingest takes ~20 % longer. The states are memory-mapped read-only.
 """
 
 from __future__ import annotations
