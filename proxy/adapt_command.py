@@ -28,13 +28,15 @@ def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
 
 
 def index_stores_token_states(data: Path, policy: Policy) -> bool | None:
-    """Does the policy's index store its sentences' token states (retrieval.sentence_tokens)?
-    None when the policy reads no index."""
+    """Does the policy's index under ``data`` store its sentences' token states
+    (retrieval.sentence_tokens)? None when the policy reads no index or there is none there."""
     name = policy.retrieval.index
     if name is None:
         return None
     try:
         with TenantIndex.open(data, name) as index:
+            if index.generation is None:  # none here (not ingested yet, or on PostgreSQL)
+                return None
             return index.sentences is not None and index.sentences.tokens is not None
     except IndexStoreError:
         return False
@@ -51,10 +53,10 @@ def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:
     if stored is False:
         return (
             f"{head}, and the tenant's index stores no token states (written before ingest "
-            "stored them, with GROUNDPROXY_TOKEN_STATES=0, or on PostgreSQL): every answer's "
-            "index evidence sentences are embedded once more. Re-ingest the documents to "
-            "store them, or refit with --no-token-features (what each costs: python -m "
-            "bench.signal_cost)"
+            "stored them, or with GROUNDPROXY_TOKEN_STATES=0): its evidence sentences are "
+            "embedded once more for every answer until an ingest meets them again (documents "
+            "added or changed from now on get them; delete and ingest the others again), or "
+            "refit with --no-token-features (what each costs: python -m bench.signal_cost)"
         )
     return (
         f"{head}: it reuses the token states of the verifier's own pass and those the index "

@@ -4,7 +4,8 @@ The twin of :mod:`groundproxy.retrieval.sentence_vectors` and
 :mod:`groundproxy.retrieval.sentence_tokens` for the shared backend. Table ``gp_sentences``
 (migration 2) holds one row per (tenant, sentence key): the sentence's unit vector (float32
 bytes) and, unless ``GROUNDPROXY_TOKEN_STATES=0``, its unit token states (float16 bytes,
-``n_tokens`` rows). :func:`store_sentences` writes them inside the ingest's transaction
+``n_tokens`` rows; a row stored without them gets them when an ingest keeping them meets
+the sentence again). :func:`store_sentences` writes them inside the ingest's transaction
 (:class:`~groundproxy.retrieval.pg_writer.PgIndexWriter`), so they are published with its
 commit or not at all; :class:`PgSentences` reads them for the guard (the ``SentenceVectors``
 protocol of the verifier, the ``StoredStates`` one of the token alignment): one statement
@@ -54,16 +55,27 @@ def store_sentences(conn: Any, tenant: str, chunks: Sequence[str], embedder: Emb
             todo.setdefault(signed_key(s), s)
     if not todo:
         return 0
+    keep_states = isinstance(embedder, StatesEncoder) and store_token_states()
     stored = conn.execute(
-        "SELECT key FROM gp_sentences WHERE tenant = %s AND key = ANY(%s)", (tenant, list(todo))
+        "SELECT key, states IS NOT NULL FROM gp_sentences WHERE tenant = %s AND key = ANY(%s)",
+        (tenant, list(todo)),
     ).fetchall()
-    for (key,) in stored:
-        todo.pop(int(key), None)
+    stale: list[int] = []  # stored without the token states this ingest keeps: made again
+    for key, has_states in stored:
+        if has_states or not keep_states:
+            todo.pop(int(key), None)
+        else:
+            stale.append(int(key))
     if not todo:
         return 0
+    if stale:
+        conn.execute(
+            "DELETE FROM gp_sentences WHERE tenant = %s AND key = ANY(%s)", (tenant, stale)
+        )
     texts = list(todo.values())
     states: list[States | None] = [None] * len(texts)
-    if isinstance(embedder, StatesEncoder) and store_token_states():
+    if keep_states:
+        assert isinstance(embedder, StatesEncoder)
         vectors, made = embedder.encode_with_states(texts)
         states = [m.states for m in made]
     else:

@@ -14,7 +14,9 @@ vectors and stores them beside them::
     gen-000007/sentences.token_states.npy    float16 (tokens, dim), unit vectors
 
 A row with no tokens has none stored (a sentence of a generation written before this, or
-with ``GROUNDPROXY_TOKEN_STATES=0``): the alignment embeds it live. Disk: 768 bytes per
+with ``GROUNDPROXY_TOKEN_STATES=0``): the alignment embeds it live, and the next ingest
+that meets the sentence again (a document added, changed, or deleted and added back)
+embeds it with its states and replaces the row. Disk: 768 bytes per
 word piece, ~21x the sentence vectors (32 MiB for the bench's 600 documents, against
 1.5 MiB); ingest takes ~20 % longer. The states are memory-mapped read-only.
 """
@@ -99,16 +101,18 @@ class TokenStateRows:
                 raise IndexStoreError(f"token states of shape {s.shape}, not (n, {self._dim})")
             self._new.append(np.asarray(s, dtype=np.float16))
 
-    def save(self, gen_dir: Path, picked: npt.NDArray[np.int64], base_rows: int) -> None:
-        """Write the states of rows ``picked`` (indices into base rows, then new rows) in
-        that order; a base row without states, or any row of a base without any, stays
+    def save(self, gen_dir: Path, picked: npt.NDArray[np.int64], new_rows: int) -> None:
+        """Write the states of rows ``picked`` (indices into the new rows, then the base's)
+        in that order; a base row without states, or any row of a base without any, stays
         empty. Streamed into a memory-mapped file: the base is never loaded whole."""
+        if len(self._new) != new_rows:
+            raise IndexStoreError(f"{len(self._new)} token states for {new_rows} new sentences")
         rows: list[States | None] = []
         for p in picked.tolist():
-            if p < base_rows:
-                rows.append(self._base.row(p) if self._base is not None else None)
+            if p < new_rows:
+                rows.append(self._new[p])
             else:
-                rows.append(self._new[p - base_rows] if p - base_rows < len(self._new) else None)
+                rows.append(self._base.row(p - new_rows) if self._base is not None else None)
         lengths = np.fromiter((0 if r is None else r.shape[0] for r in rows), dtype=np.int64)
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])

@@ -16,8 +16,8 @@ plus, where ingest stored them, the sentences' token states
 they are published with the generation by its one atomic rename, and loaded read-only (the
 vectors memory-mapped: workers share the pages).
 Only an index built with the verifier's backbone (all-MiniLM-L6-v2) gets them; a sentence
-not found (request context, an index without the files, the Postgres backend) is embedded
-live by the verifier.
+not found (request context, an index without the files) is embedded live by the verifier.
+The Postgres backend keeps its own (:mod:`groundproxy.retrieval.pg_sentences`).
 """
 
 from __future__ import annotations
@@ -175,8 +175,16 @@ class SentenceVectorWriter:
                 if k not in self._known and k not in todo:
                     todo[k] = s
         if self._base is not None and todo:
-            stored = self._base.lookup(list(todo.values()))
-            todo = {k: s for (k, s), v in zip(todo.items(), stored, strict=True) if v is None}
+            texts = list(todo.values())
+            stored = self._base.lookup(texts)
+            # keeping token states: a stored sentence without them (a generation written
+            # before, or with them off) is embedded again and replaces its old row
+            lacking = self._base.token_states(texts) if self._tokens else stored
+            todo = {
+                k: s
+                for (k, s), v, st in zip(todo.items(), stored, lacking, strict=True)
+                if v is None or st is None
+            }
         if not todo:
             return
         states: Sequence[TokenStates] = ()
@@ -199,21 +207,21 @@ class SentenceVectorWriter:
         self.embedded += len(todo)
 
     def save(self, gen_dir: Path) -> None:
-        """Write the base's vectors plus the new ones (sorted, distinct) into ``gen_dir``.
+        """Write the new vectors plus the base's (sorted, distinct; a key in both keeps its
+        new row) into ``gen_dir``.
 
         Sentences of deleted chunks stay (harmless: found only by their exact text)."""
         keys = [self._base._keys] if self._base is not None else []
         vecs = [np.asarray(self._base._vectors)] if self._base is not None else []
-        all_keys = np.concatenate([*keys, *self._new_keys]).astype(np.uint64)
-        all_vecs = np.concatenate([*vecs, *self._new_vectors]).astype(np.float32)
+        all_keys = np.concatenate([*self._new_keys, *keys]).astype(np.uint64)
+        all_vecs = np.concatenate([*self._new_vectors, *vecs]).astype(np.float32)
         all_vecs = all_vecs.reshape(len(all_keys), self.dim)
-        all_keys, first = np.unique(all_keys, return_index=True)  # sorted
+        all_keys, first = np.unique(all_keys, return_index=True)  # sorted, first = new
         for name, array in ((KEYS_FILE, all_keys), (VECTORS_FILE, all_vecs[first])):
             with (gen_dir / name).open("wb") as f:
                 np.save(f, array)
             fsync_file(gen_dir / name)
         if self._tokens is not None:
-            base_rows = self._base.count if self._base is not None else 0
-            self._tokens.save(gen_dir, first.astype(np.int64), base_rows)
+            self._tokens.save(gen_dir, first.astype(np.int64), self.embedded)
         info = {"embedder": self.embedder, "dim": self.dim, "count": len(all_keys)}
         write_durable(gen_dir / INFO_FILE, json.dumps(info).encode("utf-8"))

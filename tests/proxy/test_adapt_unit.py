@@ -178,10 +178,13 @@ def test_fit_output_says_what_token_features_cost(tmp_path: Path, embedder: Any)
     }
     assert stored == {"new": True, "old": False}
     assert index_stores_token_states(tmp_path, local_policy("x")) is None  # no index
+    nothing_here = local_policy("x", retrieval={"index": "never-ingested"})
+    assert index_stores_token_states(tmp_path, nothing_here) is None
 
     fine = token_cost_note(FEATURE_SETS["compact_tok"], True)
     assert fine is not None and "no extra model pass" in fine and "bench.signal_cost" in fine
     assert "min_tok_mean" in fine and "lex_answer" not in fine
     slow = token_cost_note(FEATURE_SETS["compact_tok"], False)
     assert slow is not None and "embedded once more" in slow and "--no-token-features" in slow
+    assert "delete and ingest" in slow
     assert token_cost_note(FEATURE_SETS["compact"], False) is None

@@ -89,6 +89,13 @@ def test_switched_off_then_on_old_rows_are_embedded_live(
     old, new = _all_sentences(HANDBOOK), _all_sentences(FAQ)
     assert all(s is None for s in store.token_states([t for t in old if t not in new]))
     _assert_live_equal(store, new, minilm)
+    # an ingest that meets the old sentences again (the handbook under a new id) gives them
+    # their states; the rows are replaced, not duplicated
+    count = store.count
+    ingest_texts(tmp_path, "t", [("handbook-v2", HANDBOOK[1])], minilm)
+    again = _store(tmp_path, minilm)
+    assert again.count == count
+    _assert_live_equal(again, old + new, minilm)
 
 
 def test_inconsistent_token_states_are_a_store_error(tmp_path: Path, minilm: Embedder) -> None:

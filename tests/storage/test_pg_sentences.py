@@ -82,6 +82,15 @@ def test_without_token_states_and_rolled_back(
     texts = chunk_sentences(FAQ)
     assert all(v is not None for v in store.lookup(texts))
     assert store.token_states(texts) == [None] * len(texts)  # embedded live when asked
+    # switched on again, an ingest that meets those sentences gives them their states
+    monkeypatch.setenv("GROUNDPROXY_TOKEN_STATES", "1")
+    count = _rows(storage, "acme")
+    ingest_texts(storage, "acme", [("faq-again.md", FAQ)], minilm)
+    assert _rows(storage, "acme") == count  # replaced, not duplicated
+    states = store.token_states(texts)
+    for s, ref in zip(states, minilm.token_states(texts), strict=True):
+        assert s is not None
+        np.testing.assert_allclose(s.astype(np.float32), ref.states, atol=2e-3)
     before = _rows(storage, "acme")
     with PgIndexWriter(storage.pool, "acme", minilm) as writer:
         writer.upsert("handbook.md", HANDBOOK)
