@@ -92,8 +92,9 @@ def _claims(d: Mapping[str, Any]) -> list[dict[str, str]] | None:
     return out
 
 
-def _logprobs(d: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    raw = d.get("logprobs")
+def logprob_tokens(raw: Any) -> tuple[TokenLogprob, ...] | None:
+    """A request field ``logprobs`` (a response choice's: :func:`guards.parse_logprobs`) as
+    ``(token, logprob)`` pairs; None when absent, BadRequestError when malformed."""
     if raw is None:
         return None
     tokens = parse_logprobs(raw)
@@ -103,7 +104,12 @@ def _logprobs(d: Mapping[str, Any]) -> list[dict[str, Any]] | None:
             '"logprob"}, …]} (or that list), each logprob a number ≤ 0',
             param="logprobs",
         )
-    return [{"token": t, "logprob": lp} for t, lp in tokens]
+    return tokens
+
+
+def _logprobs(d: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    tokens = logprob_tokens(d.get("logprobs"))
+    return None if tokens is None else [{"token": t, "logprob": lp} for t, lp in tokens]
 
 
 def answer_label(d: Mapping[str, Any], claims: Sequence[Mapping[str, str]] | None) -> int:

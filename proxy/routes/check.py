@@ -26,12 +26,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from groundproxy.errors import AuthenticationError, BadRequestError
-from groundproxy.guards import TokenLogprob, parse_logprobs, report_body, report_headers
+from groundproxy.errors import AuthenticationError
+from groundproxy.guards import TokenLogprob, report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
 from groundproxy.proxy.body import read_body
 from groundproxy.proxy.chat import new_step_id
+from groundproxy.proxy.feedback import logprob_tokens
 from groundproxy.proxy.protocol import (
     ChatCompletionRequest,
     ChatMessage,
@@ -57,16 +58,7 @@ class CheckRequest(BaseModel):
 
     def tokens(self) -> tuple[TokenLogprob, ...] | None:
         """The answer's ``(token, logprob)`` pairs; a malformed ``logprobs`` is refused."""
-        if self.logprobs is None:
-            return None
-        found = parse_logprobs(self.logprobs)
-        if found is None:
-            raise BadRequestError(
-                "'logprobs' must be a response choice's logprobs: "
-                '{"content": [{"token", "logprob"}, …]}, each logprob a number ≤ 0',
-                param="logprobs",
-            )
-        return found
+        return logprob_tokens(self.logprobs)
 
     def conversation(self) -> ChatCompletionRequest | None:
         if not self.messages:
