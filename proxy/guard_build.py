@@ -99,6 +99,14 @@ class GuardParts:
     verdict_cache: VerdictCache = field(default_factory=VerdictCache)
     # Guards waiting or running, at most `workers` at a time (proxy.admission).
     queue: GuardQueue = field(default_factory=GuardQueue)
+    # The configured embedder itself (``embedder`` may be its micro-batching wrapper): what
+    # the token alignment reads token states from (models.token_alignment).
+    raw_embedder: Embedder | None = None
+
+    @property
+    def token_embedder(self) -> Embedder:
+        """The embedder to ask for token states: the configured one, unwrapped."""
+        return self.raw_embedder if self.raw_embedder is not None else self.embedder
 
 
 def build_parts(
@@ -125,9 +133,10 @@ def build_parts(
     # their own calls, so they get it unwrapped
     folder = models_dir or models_dir_for(settings.data, settings.models_dir)
     verifiers = VerifierRegistry(folder, embedder=embedder)
-    embedder = batching.embedder(embedder)
+    raw, embedder = embedder, batching.embedder(embedder)
     parts = GuardParts(
         embedder=embedder,
+        raw_embedder=raw,
         verifiers=verifiers,
         indexes=storage.indexes(embedder),
         calibrations=storage.calibrations(),

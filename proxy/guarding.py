@@ -242,7 +242,7 @@ class GuardService:
         when the embedder gives no token states. An adapter reading it is in force: from
         now on the embedder keeps the token states of the short texts it embeds (claims,
         context sentences), so the next answers' alignment runs no model pass of its own."""
-        embedder = self.parts.embedder
+        embedder = self.parts.token_embedder  # unwrapped: the batching wrapper has no states
         if not isinstance(embedder, TokenEmbedder):
             return None
         embedder.keep_token_states = True

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from groundproxy.errors import PolicyError
@@ -81,6 +82,24 @@ def test_the_guards_alignment_reads_the_index_token_states_stored_at_ingest(
     alignment = verdict_guard.alignment(verified)
     assert alignment is not None and embedder.keep_token_states  # switched on by the guard
     assert asked and set(asked) <= {clip_claim(s.claim.text) for s in verified.claims}
+
+
+def test_the_alignment_reads_through_the_micro_batching_wrapper(
+    tmp_path: Path, embedder: Any, verdict_guard: GuardService
+) -> None:
+    """With ``GROUNDPROXY_BATCH_WINDOW_MS`` on, the guard's embedder is a batching wrapper
+    without token states: the alignment asks the configured embedder under it."""
+    ingest_texts(tmp_path, "handbook", [("handbook.md", HANDBOOK)], embedder)
+    policy = local_policy("handbook", retrieval={"index": "handbook"})
+    settings = Settings(data=tmp_path, batch_window_ms=2)
+    with build_guard(settings, embedder=embedder) as batched:
+        assert not isinstance(batched.parts.embedder, OnnxEmbedder)  # the wrapper
+        verified = batched.verify_sync(WRONG, None, [], policy, cache=False)
+        alignment = batched.alignment(verified)
+    assert alignment is not None
+    plain = verdict_guard.alignment(verdict_guard.verify_sync(WRONG, None, [], policy, cache=False))
+    assert plain is not None
+    np.testing.assert_allclose(alignment, plain, atol=2e-3)
 
 
 def test_learned_decision_needs_a_verifier_that_ships_one(verdict_guard: GuardService) -> None:
