@@ -237,6 +237,19 @@ class GuardService:
         sure = verified_logprobs(verified, logprobs) if found.uses_logprobs else None
         return apply_adapted(verified, policy, found, alignment, sure)
 
+    def decides_per_answer(self, policy: Policy) -> bool:
+        """Is an answer-level decision in force (the tenant's adapter, or ``verifier.decision:
+        learned``)? It needs the whole answer, so ``stream: sentence`` streams are guarded in
+        buffer mode instead (proxy.routes.chat)."""
+        if policy.verifier.decision == "learned":
+            return True
+        if self.adapters is None:
+            return False
+        try:
+            return self.adapters.get(policy.tenant) is not None
+        except GroundproxyError:  # unreadable: buffer mode, where on_guard_error decides
+            return True
+
     def alignment(self, verified: Verified) -> list[tuple[float, float, float]] | None:
         """Each claim's token alignment with its evidence (models.token_alignment); None
         when the embedder gives no token states. An adapter reading it is in force: from

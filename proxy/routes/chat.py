@@ -44,7 +44,12 @@ async def chat_completions(
     rid: RequestId,
 ) -> Response:
     upstream, guard = services
-    sentence = wants_sentence_mode(req, loaded) and not asks_buffer(request.headers)
+    # an answer-level decision (adapter, learned) needs the whole answer: buffer mode
+    sentence = (
+        wants_sentence_mode(req, loaded)
+        and not asks_buffer(request.headers)
+        and not guard.decides_per_answer(loaded.policy)
+    )
     # before the upstream is called — reject: 429; queue: wait for guard room (proxy.admission)
     async with guard.arrival(loaded.policy) as held:
         trace = await trace_for(

@@ -8,7 +8,8 @@ the real CLI fits the adapter (it offers the logprob feature sets because the la
 logprobs, and picks one: nothing else tells the labels apart); then, through the official
 ``openai`` SDK with ``logprobs=True``, the running server accepts the sure answer and rejects
 the hesitant one — and an answer whose request asked for no logprobs reads them as the
-fit's mean, between the two.
+fit's mean, between the two. The tenant streams sentence by sentence by default; once its
+adapter is in force a stream is guarded whole, so the adapter decides it too.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     upstream_port = free_port()
     upstream = start_fake_upstream(upstream_port, script, log_path=root / "upstream.log")
     try:
-        with serving(root, {"acme": _policy("acme", upstream_port)}) as found:
+        spec = _policy("acme", upstream_port, stream="sentence")  # the default stream mode
+        with serving(root, {"acme": spec}) as found:
             yield found
     finally:
         stop_process(upstream)
@@ -70,8 +72,29 @@ def _ask(client: openai.OpenAI, mood: str, logprobs: bool) -> dict[str, Any]:
     return body
 
 
+def _stream(client: openai.OpenAI, mood: str) -> tuple[str | None, dict[str, Any]]:
+    """A streamed request with logprobs: (its x-groundproxy-stream header, the last chunk's
+    ``groundproxy`` object)."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini",
+        messages=[
+            {"role": "system", "content": CONTEXT.format(n=77)},
+            {"role": "user", "content": f"{mood}: {QUESTION}"},
+        ],
+        logprobs=True,
+        stream=True,
+    )
+    found: dict[str, Any] = {}
+    for chunk in raw.parse():
+        found = (chunk.model_extra or {}).get("groundproxy") or found
+    return raw.headers.get("x-groundproxy-stream"), found
+
+
 def test_feedback_with_logprobs_fits_an_adapter_that_reads_them(server: Any) -> None:
     url, policies, data = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEYS["acme"], max_retries=0, timeout=120)
+    mode, body = _stream(client, "hesitant")  # no adapter yet: sentence by sentence
+    assert mode == "sentence" and "adapter" not in body
     admin = {"Authorization": f"Bearer {ADMIN_KEYS['acme']}"}
     with httpx.Client(base_url=url, timeout=120) as c:
         bad = c.post(
@@ -95,7 +118,6 @@ def test_feedback_with_logprobs_fits_an_adapter_that_reads_them(server: Any) -> 
     assert content["fit"]["feature_set"] in ("compact_lp", "compact_tok_lp")
     assert content["fit"]["oof_roc_auc"] == 1.0
 
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEYS["acme"], max_retries=0, timeout=120)
     sure, unsure = _ask(client, "confident", True), _ask(client, "hesitant", True)
     plain = _ask(client, "hesitant", False)  # no logprobs asked for: the fit's mean
     # the guard read them before the citations it wrote made them stale (then dropped)
@@ -107,6 +129,12 @@ def test_feedback_with_logprobs_fits_an_adapter_that_reads_them(server: Any) -> 
     assert adapters[1]["decision"] == "reject" and unsure["groundproxy"]["action"] != "none"
     p = [a["p_hallucinated"] for a in adapters]
     assert p[0] < p[2] < p[1]
+
+    # a stream, once the adapter is in force: guarded whole (buffer mode), the adapter decides
+    # on the streamed upstream's logprobs as on the plain answer's
+    mode, body = _stream(client, "hesitant")
+    assert mode != "sentence" and body["adapter"]["decision"] == "reject"
+    assert body["adapter"]["p_hallucinated"] == pytest.approx(p[1], abs=1e-3)
 
     # POST /v1/groundproxy/check (the plugins' path) takes the choice's logprobs too
     answer = ANSWER.format(n=77)
