@@ -50,6 +50,7 @@ from groundproxy.proxy.adapters import write_adapter
 from groundproxy.proxy.feedback import Labelled, feedback_path, read_labelled
 from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage import Storage
 
 MIN_ROWS = 10
 C_GRID = (0.001, 0.01, 0.1, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
@@ -242,10 +243,12 @@ def fit_tenant(
     seed: int = 0,
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
     token_features: bool = True,
+    storage: Storage | None = None,
 ) -> dict[str, Any]:
     """Fit and write the tenant's next adapter version; returns its content (+ path).
     ``token_features`` False: the feature sets without the token alignment
-    (:func:`without_token_features`)."""
+    (:func:`without_token_features`); ``storage``: where the tenant's index is, as the
+    server has it (default the files under ``data``; PostgreSQL when the server uses it)."""
     items = read_labelled(feedback_path(data, tenant))
     if labels_file is not None:
         more = read_labelled(labels_file)
@@ -253,7 +256,7 @@ def fit_tenant(
             raise BadRequestError(f"{labels_file}: no labelled answers")
         items += more
     started = time.perf_counter()
-    with build_guard(Settings(data=data, batch_window_ms=0)) as guard:
+    with build_guard(Settings(data=data, batch_window_ms=0), storage=storage) as guard:
         verifier = guard.verifier(policy.verifier.model).name
         say(f"scoring {len(items)} labelled answers with '{verifier}' …")
         scored = [signals_of(it, policy, guard) for it in items]

@@ -12,6 +12,7 @@ from groundproxy.guards import TOKEN_FEATURES
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapt import fit_tenant
+from groundproxy.proxy.storage import started_storage
 from groundproxy.retrieval.names import validate_tenant
 from groundproxy.retrieval.tenant_index import TenantIndex
 
@@ -64,21 +65,27 @@ def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:
     )
 
 
-def run_fit_command(args: argparse.Namespace, data: Path, policies: Path) -> int:
+def run_fit_command(
+    args: argparse.Namespace, data: Path, policies: Path, database_url: str | None = None
+) -> int:
+    """``calibrate --fit``; the labels are verified against the tenant's index where the
+    server keeps it (PostgreSQL when ``database_url`` is set)."""
     tenant = validate_tenant(args.tenant)
     if args.alpha is not None and not 0.0 < args.alpha < 1.0:
         raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
     policy, source = tenant_policy(policies, tenant)
-    c = fit_tenant(
-        tenant,
-        data=data,
-        policy=policy,
-        labels_file=args.file,
-        alpha=args.alpha,
-        cal_fraction=args.cal_fraction,
-        seed=args.seed,
-        token_features=not args.no_token_features,
-    )
+    with started_storage(data, database_url) as storage:
+        c = fit_tenant(
+            tenant,
+            data=data,
+            policy=policy,
+            labels_file=args.file,
+            alpha=args.alpha,
+            cal_fraction=args.cal_fraction,
+            seed=args.seed,
+            token_features=not args.no_token_features,
+            storage=storage,
+        )
     f = c["fit"]
     print(
         f"adapter v{c['version']} for tenant {tenant} (policy {source}, verifier "

@@ -224,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "calibrate" and args.fit:
         from groundproxy.proxy.adapt_command import run_fit_command
 
-        return run_fit_command(args, settings.data, settings.policies)
+        return run_fit_command(args, settings.data, settings.policies, settings.database_url)
     if args.command == "calibrate":
         from groundproxy.proxy.calibrate import run_calibrate_command
 

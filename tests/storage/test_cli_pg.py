@@ -92,3 +92,29 @@ def test_check_and_calibrate_use_postgres(
     retrieval = result["retrieval"]
     assert "gold_doc" in retrieval["source"]
     assert retrieval["held_out"]["recall_at_k"] == 1.0
+
+
+def test_fit_verifies_labels_against_the_postgres_index(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``calibrate --fit`` scores the labels the way the server would: labels without
+    context find their evidence in the tenant's PostgreSQL index (none under ``--data``)."""
+    policies, data = _policies(tmp_path / "policies"), tmp_path / "data"
+    (tmp_path / "kettle.md").write_text(KETTLE, encoding="utf-8")
+    monkeypatch.setenv("GROUNDPROXY_DATABASE_URL", pg_dsn)
+    ingest = ("ingest", "--data", str(data), "--tenant", "t1", "--no-progress")
+    assert run_cli(*ingest, str(tmp_path / "kettle.md"), timeout=900).returncode == 0
+    rows = [
+        {"response": f"The Zephyr kettle boils water in {90 + i if i % 2 else 45} seconds.",
+         "query": "How fast does the Zephyr kettle boil water?", "label_hallucinated": i % 2}
+        for i in range(20)
+    ]  # fmt: skip
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    fit = ("calibrate", "--fit", "--data", str(data), "--policies", str(policies))
+    done = run_cli(*fit, "--tenant", "t1", str(labels), "--json", timeout=900)
+    assert done.returncode == 0, done.stderr
+    content = json.loads(done.stdout.strip().splitlines()[-1])
+    # the right answers were supported by the indexed document: the zero-shot rule on the
+    # same answers separates them (with no index found every claim is unverifiable: 0.5)
+    assert content["fit"]["zero_shot_balanced_accuracy"] == 1.0
