@@ -46,11 +46,10 @@ from groundproxy.guards import (
     verified_logprobs,
 )
 from groundproxy.policies.schema import Policy
-from groundproxy.proxy.adapters import write_adapter
-from groundproxy.proxy.feedback import Labelled, feedback_path, read_labelled
+from groundproxy.proxy.feedback import Labelled, read_labelled
 from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage import Storage
+from groundproxy.proxy.storage import EmbeddedStorage, Storage
 
 MIN_ROWS = 10
 C_GRID = (0.001, 0.01, 0.1, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
@@ -249,7 +248,8 @@ def fit_tenant(
     ``token_features`` False: the feature sets without the token alignment
     (:func:`without_token_features`); ``storage``: where the tenant's index is, as the
     server has it (default the files under ``data``; PostgreSQL when the server uses it)."""
-    items = read_labelled(feedback_path(data, tenant))
+    store = storage if storage is not None else EmbeddedStorage(data)
+    items = store.read_feedback(tenant)
     if labels_file is not None:
         more = read_labelled(labels_file)
         if not more:
@@ -281,5 +281,5 @@ def fit_tenant(
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         seconds=round(time.perf_counter() - started, 1),
     )
-    path = write_adapter(data, tenant, content)
-    return {**content, "version": int(path.stem.rsplit("v", 1)[1]), "path": str(path)}
+    version, where = store.write_adapter(tenant, content)
+    return {**content, "version": version, "path": where}

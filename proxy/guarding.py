@@ -392,5 +392,5 @@ def build_guard(
         build_parts(
             settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
         ),
-        adapters=AdapterCache(settings.data),
+        adapters=storage.adapters() if storage is not None else AdapterCache(settings.data),
     )

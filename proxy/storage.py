@@ -1,10 +1,12 @@
-"""Where a replica keeps what replicas may share: tenant indexes, traces, calibration.
+"""Where a replica keeps what replicas may share: tenant indexes, traces, calibration,
+reviewers' labels and tenants' adapters.
 
 One setting chooses: without ``GROUNDPROXY_DATABASE_URL`` the embedded backend (hnswlib +
 SQLite under ``--data``, one server; the default, unchanged), with it PostgreSQL + pgvector
 (several ``groundproxy serve`` replicas behind a load balancer see the same documents,
-traces and calibration). Policy files stay files, shared by path. The verdict cache is
-never shared: it stays in each replica's memory (``GuardService.verdict_cache``).
+traces, calibration, labels and adapters). Policy files stay files, shared by path. The
+verdict cache is never shared: it stays in each replica's memory
+(``GuardService.verdict_cache``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from groundproxy.guards.types import Embedder
+from groundproxy.proxy.adapters import AdapterCache, write_adapter
 from groundproxy.proxy.calibration import CalibrationCache, write_calibration
+from groundproxy.proxy.feedback import Labelled, append, feedback_path, read_labelled
 from groundproxy.proxy.trace_store import TraceStores
 from groundproxy.retrieval.ingest import (
     WriterOpener,
@@ -43,6 +47,18 @@ class Storage(Protocol):
     def calibrations(self) -> CalibrationCache: ...
 
     def write_calibration(self, tenant: str, content: dict[str, Any]) -> str: ...
+
+    def adapters(self) -> AdapterCache: ...
+
+    def write_adapter(self, tenant: str, content: dict[str, Any]) -> tuple[int, str]:
+        """Store the tenant's next adapter version, in force from now on: (version, where)."""
+        ...
+
+    def append_feedback(self, tenant: str, item: Labelled) -> tuple[Labelled, int]:
+        """Store one label: (the stored record, the tenant's count)."""
+        ...
+
+    def read_feedback(self, tenant: str) -> list[Labelled]: ...
 
     def start(self) -> None:
         """At server start-up: connect and migrate the schema (fails fast on a bad URL)."""
@@ -75,6 +91,20 @@ class EmbeddedStorage:
 
     def write_calibration(self, tenant: str, content: dict[str, Any]) -> str:
         return str(write_calibration(self.data_dir, tenant, content))
+
+    def adapters(self) -> AdapterCache:
+        return AdapterCache(self.data_dir)
+
+    def write_adapter(self, tenant: str, content: dict[str, Any]) -> tuple[int, str]:
+        path = write_adapter(self.data_dir, tenant, content)
+        return int(path.stem.rsplit("v", 1)[1]), str(path)
+
+    def append_feedback(self, tenant: str, item: Labelled) -> tuple[Labelled, int]:
+        saved = append(self.data_dir, tenant, item)
+        return saved, len(read_labelled(feedback_path(self.data_dir, tenant)))
+
+    def read_feedback(self, tenant: str) -> list[Labelled]:
+        return read_labelled(feedback_path(self.data_dir, tenant))
 
     def start(self) -> None:
         """Nothing to prepare: folders are made on first write."""
@@ -117,6 +147,26 @@ class PostgresStorage:
         from groundproxy.proxy.pg_traces import write_pg_calibration
 
         return write_pg_calibration(self.pool, tenant, content)
+
+    def adapters(self) -> AdapterCache:
+        from groundproxy.proxy.pg_adapt import PgAdapterCache
+
+        return PgAdapterCache(self.pool)
+
+    def write_adapter(self, tenant: str, content: dict[str, Any]) -> tuple[int, str]:
+        from groundproxy.proxy.pg_adapt import write_pg_adapter
+
+        return write_pg_adapter(self.pool, tenant, content)
+
+    def append_feedback(self, tenant: str, item: Labelled) -> tuple[Labelled, int]:
+        from groundproxy.proxy.pg_adapt import append_pg_feedback
+
+        return append_pg_feedback(self.pool, tenant, item)
+
+    def read_feedback(self, tenant: str) -> list[Labelled]:
+        from groundproxy.proxy.pg_adapt import read_pg_feedback
+
+        return read_pg_feedback(self.pool, tenant)
 
     def start(self) -> None:
         self.pool.migrate()

@@ -107,6 +107,27 @@ CREATE TABLE gp_sentences (
 );
 """,
     ),
+    (
+        3,
+        # reviewers' labels and tenants' adapters, shared by the replicas (proxy.pg_adapt)
+        """
+CREATE TABLE gp_feedback (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    record JSONB NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX gp_feedback_by_created ON gp_feedback (tenant, created);
+CREATE TABLE gp_adapters (
+    tenant TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    content JSONB NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tenant, version)
+);
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -10,9 +10,10 @@ there, in the calling tenant's store only)::
 
 ``label`` (supported / hallucinated), ``label_hallucinated`` (0 / 1) or labelled
 ``claims`` give the answer's label (:mod:`groundproxy.proxy.feedback`). The record is
-appended to ``<data>/<tenant>/feedback.jsonl``; ``groundproxy calibrate --fit`` learns
-from it. Reply: ``{"object": "groundproxy.feedback", "id", "label_hallucinated",
-"count"}``. Bodies are never logged.
+appended to ``<data>/<tenant>/feedback.jsonl`` — or, with ``GROUNDPROXY_DATABASE_URL``, to
+``gp_feedback`` (:mod:`groundproxy.proxy.pg_adapt`), shared by the replicas;
+``groundproxy calibrate --fit`` learns from it. Reply: ``{"object": "groundproxy.feedback",
+"id", "label_hallucinated", "count"}``. Bodies are never logged.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy import answers
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.feedback import append, feedback_path, parse_labelled, read_labelled
+from groundproxy.proxy.feedback import parse_labelled
 from groundproxy.proxy.state import AppState, State
+from groundproxy.proxy.storage import EmbeddedStorage
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
@@ -78,13 +80,10 @@ async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> di
             )
         data = await anyio.to_thread.run_sync(_from_trace, state, loaded, data)
     item = parse_labelled(data)
-    tenant, folder = loaded.policy.tenant, state.settings.data
-
-    def store() -> tuple[str, int, int]:
-        saved = append(folder, tenant, item)
-        return saved.id, saved.label_hallucinated, len(read_labelled(feedback_path(folder, tenant)))
-
-    fid, label, count = await anyio.to_thread.run_sync(store)
+    tenant = loaded.policy.tenant
+    storage = state.storage or EmbeddedStorage(state.settings.data)
+    saved, count = await anyio.to_thread.run_sync(storage.append_feedback, tenant, item)
+    fid, label = saved.id, saved.label_hallucinated
     log.info("feedback_stored", label=label, count=count, from_trace=item.step_id is not None)
     return {
         "object": "groundproxy.feedback",

@@ -12,6 +12,9 @@ import psycopg
 import pytest
 
 from groundproxy.policies.keys import hash_key
+from groundproxy.proxy.feedback import parse_labelled
+from groundproxy.proxy.pg_adapt import PgAdapterCache
+from groundproxy.proxy.storage import PostgresStorage
 from tests.hardening.conftest import run_cli
 
 pytestmark = pytest.mark.slow
@@ -94,11 +97,13 @@ def test_check_and_calibrate_use_postgres(
     assert retrieval["held_out"]["recall_at_k"] == 1.0
 
 
-def test_fit_verifies_labels_against_the_postgres_index(
+def test_fit_reads_labels_and_writes_the_adapter_in_postgres(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``calibrate --fit`` scores the labels the way the server would: labels without
-    context find their evidence in the tenant's PostgreSQL index (none under ``--data``)."""
+    """``calibrate --fit`` on PostgreSQL: the labels the replicas stored in ``gp_feedback``,
+    scored the way the server would (labels without context find their evidence in the
+    tenant's PostgreSQL index), the adapter stored in ``gp_adapters`` — nothing under
+    ``--data``."""
     policies, data = _policies(tmp_path / "policies"), tmp_path / "data"
     (tmp_path / "kettle.md").write_text(KETTLE, encoding="utf-8")
     monkeypatch.setenv("GROUNDPROXY_DATABASE_URL", pg_dsn)
@@ -109,12 +114,31 @@ def test_fit_verifies_labels_against_the_postgres_index(
          "query": "How fast does the Zephyr kettle boil water?", "label_hallucinated": i % 2}
         for i in range(20)
     ]  # fmt: skip
-    labels = tmp_path / "labels.jsonl"
-    labels.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    fit = ("calibrate", "--fit", "--data", str(data), "--policies", str(policies))
-    done = run_cli(*fit, "--tenant", "t1", str(labels), "--json", timeout=900)
-    assert done.returncode == 0, done.stderr
-    content = json.loads(done.stdout.strip().splitlines()[-1])
-    # the right answers were supported by the indexed document: the zero-shot rule on the
-    # same answers separates them (with no index found every claim is unverifiable: 0.5)
-    assert content["fit"]["zero_shot_balanced_accuracy"] == 1.0
+    # the labels as reviewers post them (POST /v1/groundproxy/feedback): into gp_feedback
+    storage = PostgresStorage(pg_dsn)
+    storage.start()
+    try:
+        counts = [storage.append_feedback("t1", parse_labelled(r))[1] for r in rows]
+        assert counts[-1] == 20 and storage.read_feedback("t2") == []  # per tenant
+        fit = ("calibrate", "--fit", "--data", str(data), "--policies", str(policies))
+        done = run_cli(*fit, "--tenant", "t1", "--json", timeout=900)
+        assert done.returncode == 0, done.stderr
+        content = json.loads(done.stdout.strip().splitlines()[-1])
+        # the right answers were supported by the indexed document: the zero-shot rule on
+        # the same answers separates them (with no index found every claim is
+        # unverifiable: 0.5)
+        assert content["fit"]["n"] == 20
+        assert content["fit"]["zero_shot_balanced_accuracy"] == 1.0
+        # the adapter went where every replica reads it, nothing under --data
+        assert content["version"] == 1 and "gp_adapters" in content["path"]
+        served = storage.adapters().get("t1")
+        assert (
+            served is not None and served.version == 1 and served.threshold == content["threshold"]
+        )
+        assert storage.adapters().get("t2") is None
+        assert not list(data.rglob("adapter*.json")) and not list(data.rglob("feedback.jsonl"))
+        done = run_cli(*fit, "--tenant", "t1", "--json", timeout=900)  # the next version
+        assert json.loads(done.stdout.strip().splitlines()[-1])["version"] == 2
+        assert PgAdapterCache(storage.pool, ttl_s=0).get("t1").version == 2  # type: ignore[union-attr]
+    finally:
+        storage.close()

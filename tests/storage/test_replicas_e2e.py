@@ -1,7 +1,8 @@
 """Two real `groundproxy serve` replicas on one PostgreSQL (each with its own, unshared
 --data folder): a document ingested through replica 1's admin API is cited by an answer
 from replica 2; a traced three-step pipeline with steps on both replicas names its error
-step through the trace API of either replica. Policy files are shared by path."""
+step through the trace API of either replica; labels posted to either replica are fitted
+by the CLI and the adapter is served by both. Policy files are shared by path."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.traces_pipeline import DOCS, SCRIPT, step_messages
 pytestmark = pytest.mark.slow
 
 KEY, ADMIN = "sk-replica-test-key", "sk-replica-admin-key"
+SHARED: dict[str, object] = {}  # the database URL and policies folder the replicas use
 HANDBOOK = "Unused robots can be returned within 30 days of delivery for a full refund."
 REFUND = "You can return an unused robot within 30 days of delivery for a full refund."
 
@@ -53,6 +55,7 @@ def replicas(
     }
     (policies / "team.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     env = {"GROUNDPROXY_DATABASE_URL": dsn}
+    SHARED.update(dsn=dsn, policies=policies, data=root / "fit-data")
     upstream = start_fake_upstream(up_port, root / "script.json")
     procs = []
     try:
@@ -137,3 +140,57 @@ def test_pipeline_across_replicas_names_the_error_step(replicas: tuple[str, str]
         assert [n["step_id"] for n in body["nodes"]] == [s1, s2, s3]
         errors = {u["error_step"] for u in body["unsupported"] if "45 million" in u["claim"]}
         assert errors == {s2}, body["unsupported"]
+
+
+CONTEXT = "The team meeting is on Tuesday at 10:00 in room {n}."
+FINE = "The meeting is on Tuesday at 10:00 in room {n}. The coffee there is usually good."
+WRONG = "The meeting is on Friday at 15:00 in room {n}."
+
+
+def _check(url: str, answer: str, n: int) -> dict[str, object]:
+    body = {"answer": answer, "question": "When is the meeting?", "context": [CONTEXT.format(n=n)]}
+    resp = httpx.post(
+        f"{url}/v1/groundproxy/check",
+        json=body,
+        headers={"authorization": f"Bearer {KEY}"},
+        timeout=60,
+    )
+    assert resp.status_code == 200, resp.text
+    gp: dict[str, object] = resp.json()["groundproxy"]
+    return gp
+
+
+def test_labels_on_both_replicas_fit_one_adapter_served_by_both(
+    replicas: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.e2e.adapter_serving import fit_adapter
+
+    one, two = replicas
+    assert "adapter" not in _check(two, FINE.format(n=42), 42)  # zero-shot: flagged
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    count = 0
+    for n in range(1, 13):  # each label through either replica: one shared store
+        for url, answer, label in ((one, FINE, "supported"), (two, WRONG, "hallucinated")):
+            row = {"answer": answer.format(n=n), "question": "When is the meeting?",
+                   "context": [CONTEXT.format(n=n)], "label": label}  # fmt: skip
+            resp = httpx.post(f"{url}/v1/groundproxy/feedback", json=row, headers=admin, timeout=60)
+            assert resp.status_code == 200, resp.text
+            count = resp.json()["count"]
+    assert count == 24
+    monkeypatch.setenv("GROUNDPROXY_DATABASE_URL", str(SHARED["dsn"]))
+    data = Path(str(SHARED["data"]))
+    content, _ = fit_adapter("team", data, Path(str(SHARED["policies"])))
+    assert content["fit"]["n"] == 24 and "gp_adapters" in content["path"]
+    assert not list(data.rglob("adapter*.json"))
+    deadline = time.monotonic() + 3.0  # each replica re-reads the adapter within 1 s
+    for url in (one, two):
+        while True:
+            gp = _check(url, FINE.format(n=77), 77)
+            if "adapter" in gp or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        adapter = gp["adapter"]
+        assert isinstance(adapter, dict) and adapter["version"] == 1, gp
+        assert adapter["decision"] == "accept" and gp["action"] == "none"
+        wrong = _check(url, WRONG.format(n=77), 77)["adapter"]
+        assert isinstance(wrong, dict) and wrong["decision"] == "reject"
