@@ -55,7 +55,6 @@ from groundproxy.guards import (
     apply,
     apply_adapted,
     decide_claims,
-    parse_logprobs,
     verified_logprobs,
 )
 from groundproxy.policies.schema import local_policy
@@ -180,7 +179,7 @@ def measure(
         t3 = time.perf_counter()
         apply_adapted(verified, policy, combiner, alignment)
         t4 = time.perf_counter()
-        verified_logprobs(verified, parse_logprobs(choice_logprobs(a.text)))
+        verified_logprobs(verified, choice_logprobs(a.text))
         t5 = time.perf_counter()
         base, t_align, t_feat, whole = (
             1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t4 - t3)

@@ -85,11 +85,11 @@ def claim_logprobs(
     return out
 
 
-def verified_logprobs(
-    verified: Verified, tokens: Sequence[TokenLogprob] | None
-) -> list[tuple[float, float]] | None:
-    """Each verified claim's ``(mean, min)`` upstream logprob, None without tokens or when
-    they do not spell the verified answer."""
+def verified_logprobs(verified: Verified, raw: Any) -> list[tuple[float, float]] | None:
+    """Each verified claim's ``(mean, min)`` upstream logprob from a choice's ``logprobs``
+    as sent (:func:`parse_logprobs`, read only here: only an adapter that uses them pays
+    for it); None without them or when the tokens do not spell the verified answer."""
+    tokens = parse_logprobs(raw) if raw else None
     if not tokens:
         return None
     return claim_logprobs(verified.answer, [s.claim.span for s in verified.claims], tokens)

@@ -62,7 +62,7 @@ def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dic
     verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
     results = decide_claims(verified, policy)
     rule = int(not results or any(r.verdict != "supported" for r in results))
-    sure = verified_logprobs(verified, item.tokens())
+    sure = verified_logprobs(verified, item.logprobs)
     return answer_signals(verified, results, guard.alignment(verified), sure), rule
 
 
@@ -256,7 +256,7 @@ def fit_tenant(
             raise BadRequestError(f"{labels_file}: no labelled answers")
         items += more
     started = time.perf_counter()
-    with build_guard(Settings(data=data, batch_window_ms=0), storage=storage) as guard:
+    with build_guard(Settings(data=data, batch_window_ms=0), storage=store) as guard:
         verifier = guard.verifier(policy.verifier.model).name
         say(f"scoring {len(items)} labelled answers with '{verifier}' …")
         scored = [signals_of(it, policy, guard) for it in items]

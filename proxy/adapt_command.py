@@ -13,8 +13,9 @@ from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.adapt import fit_tenant
 from groundproxy.proxy.storage import started_storage
+from groundproxy.retrieval.generations import read_current
 from groundproxy.retrieval.names import validate_tenant
-from groundproxy.retrieval.tenant_index import TenantIndex
+from groundproxy.retrieval.sentence_tokens import OFFSETS_FILE
 
 
 def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
@@ -30,17 +31,18 @@ def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
 
 def index_stores_token_states(data: Path, policy: Policy) -> bool | None:
     """Does the policy's index under ``data`` store its sentences' token states
-    (retrieval.sentence_tokens)? None when the policy reads no index or there is none there."""
+    (retrieval.sentence_tokens)? None when the policy reads no index or there is none there.
+    Reads the live generation's file names only (the index itself is not loaded)."""
     name = policy.retrieval.index
     if name is None:
         return None
     try:
-        with TenantIndex.open(data, name) as index:
-            if index.generation is None:  # none here (not ingested yet, or on PostgreSQL)
-                return None
-            return index.sentences is not None and index.sentences.tokens is not None
+        pointer = read_current(Path(data) / name, name)
     except IndexStoreError:
         return False
+    if pointer is None:  # none here (not ingested yet, or on PostgreSQL)
+        return None
+    return (Path(data) / name / pointer.generation / OFFSETS_FILE).is_file()
 
 
 def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from groundproxy.guards import parse_json_answer, parse_logprobs, report_body, response_schema
+from groundproxy.guards import parse_json_answer, report_body, response_schema
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.guarding import GuardService
@@ -84,8 +84,8 @@ async def guarded_completion(
         if doc is not None:  # JSON stays JSON (asked for or not): its statements are claims
             report = await guard_json(text, doc, schema, question, context, policy, guard)
         else:
-            tokens = parse_logprobs(choice.get("logprobs"))  # an adapter may read them
-            report = await guard.guard(text, question, context, policy, tokens)
+            lp = choice.get("logprobs")  # read only by an adapter that uses them
+            report = await guard.guard(text, question, context, policy, lp)
         reports.append(report)
         choice["message"]["content"] = report.text
         if report.text != text and choice.get("logprobs"):

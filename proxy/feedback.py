@@ -55,10 +55,6 @@ class Labelled:
     claims: list[dict[str, str]] | None = None
     logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob"}] (guards.logprobs)
 
-    def tokens(self) -> tuple[TokenLogprob, ...] | None:
-        """The answer's ``(token, logprob)`` pairs, when it carried them."""
-        return parse_logprobs(self.logprobs) if self.logprobs else None
-
 
 def feedback_path(data_dir: Path, tenant: str) -> Path:
     return Path(data_dir) / validate_tenant(tenant) / FEEDBACK_FILE

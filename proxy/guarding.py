@@ -23,7 +23,6 @@ import structlog
 from groundproxy.errors import GroundproxyError, GuardTimeoutError
 from groundproxy.guards import (
     CachingVerifier,
-    TokenLogprob,
     Verified,
     admission,
     apply,
@@ -45,7 +44,7 @@ from groundproxy.proxy.admission import Reservation
 from groundproxy.proxy.guard_build import GuardParts, build_parts
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage import Storage
+from groundproxy.proxy.storage import EmbeddedStorage, Storage
 
 log = structlog.get_logger(__name__)
 
@@ -209,7 +208,7 @@ class GuardService:
 
     def guard_sync(
         self, answer: str, question: str | None, context: Context, policy: Policy,
-        logprobs: Sequence[TokenLogprob] | None = None, **options: Unpack[VerifyOptions],
+        logprobs: object = None, **options: Unpack[VerifyOptions],
     ) -> GuardReport:  # fmt: skip
         """Both stages, in the caller's thread (the CLI, eval, calibrate, benchmarks);
         ``options`` as :meth:`verify_sync`'s, ``logprobs`` as :meth:`finish`'s."""
@@ -220,12 +219,12 @@ class GuardService:
         self,
         verified: Verified,
         policy: Policy,
-        logprobs: Sequence[TokenLogprob] | None = None,
+        logprobs: object = None,
     ) -> GuardReport:
         """Stage 2, with the tenant's adapter when one is in force (hot-reloaded), else —
         policy ``verifier.decision: learned`` — the verifier's shipped answer combiner.
-        ``logprobs``: the upstream's tokens of the answer with their logprobs
-        (:func:`guards.parse_logprobs`), read when the adapter reads them."""
+        ``logprobs``: the choice's ``logprobs`` as the upstream sent them (or a label
+        carried them), read only when the adapter reads them (:func:`guards.verified_logprobs`)."""
         found = None
         if self.adapters is not None:
             found = self.adapters.for_verifier(policy.tenant, verified.verifier)
@@ -356,7 +355,7 @@ class GuardService:
         question: str | None,
         context: Sequence[tuple[str, str]],
         policy: Policy,
-        logprobs: Sequence[TokenLogprob] | None = None,
+        logprobs: object = None,
     ) -> GuardReport:
         """One whole answer (buffer mode): both stages, budget and errors per the policy;
         ``logprobs``: the upstream's, when it sent them (:meth:`finish`)."""
@@ -387,10 +386,12 @@ def build_guard(
     models_dir: Path | None = None,
     storage: Storage | None = None,
 ) -> GuardService:
-    """The guard for ``settings`` (see :func:`proxy.guard_build.build_parts`)."""
+    """The guard for ``settings`` (see :func:`proxy.guard_build.build_parts`); indexes,
+    calibration and adapters from ``storage`` (default: the files under ``settings.data``)."""
+    storage = storage if storage is not None else EmbeddedStorage(settings.data)
     return GuardService(
         build_parts(
             settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
         ),
-        adapters=storage.adapters() if storage is not None else AdapterCache(settings.data),
+        adapters=storage.adapters(),
     )

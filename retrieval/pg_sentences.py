@@ -104,10 +104,12 @@ class PgSentences:
     def embedder(self) -> str:
         return self._embedder
 
-    def _rows(self, texts: Sequence[str], states: bool) -> dict[int, tuple[Any, ...]]:
+    def _rows(self, texts: Sequence[str], states: bool) -> list[tuple[Any, ...] | None]:
+        """Each text's stored row (``(vector,)``, or ``(n_tokens, states)`` with ``states``;
+        None where it has none), from one statement."""
         keys = [signed_key(t) for t in texts]
         if not keys:
-            return {}
+            return []
         what = "key, n_tokens, states" if states else "key, vector"
         extra = " AND states IS NOT NULL" if states else ""
         with self._pool.connection() as conn:
@@ -115,25 +117,21 @@ class PgSentences:
                 f"SELECT {what} FROM gp_sentences WHERE tenant = %s AND key = ANY(%s){extra}",
                 (self._tenant, list(dict.fromkeys(keys))),
             ).fetchall()
-        return {int(r[0]): tuple(r[1:]) for r in rows}
+        found = {int(r[0]): tuple(r[1:]) for r in rows}
+        return [found.get(k) for k in keys]
 
     def lookup(self, texts: Sequence[str]) -> list[Vector | None]:
         """The stored vector of each text (None where it has none)."""
-        found = self._rows(texts, states=False)
-        out: list[Vector | None] = []
-        for t in texts:
-            row = found.get(signed_key(t))
-            out.append(None if row is None else np.frombuffer(row[0], dtype=np.float32))
-        return out
+        return [
+            None if row is None else np.frombuffer(row[0], dtype=np.float32)
+            for row in self._rows(texts, states=False)
+        ]
 
     def token_states(self, texts: Sequence[str]) -> list[States | None]:
         """The stored token states of each text (None where it has none)."""
-        found = self._rows(texts, states=True)
-        out: list[States | None] = []
-        for t in texts:
-            row = found.get(signed_key(t))
-            if row is None or not row[0]:
-                out.append(None)
-                continue
-            out.append(np.frombuffer(row[1], dtype=np.float16).reshape(int(row[0]), self._dim))
-        return out
+        return [
+            None
+            if row is None or not row[0]
+            else np.frombuffer(row[1], dtype=np.float16).reshape(int(row[0]), self._dim)
+            for row in self._rows(texts, states=True)
+        ]

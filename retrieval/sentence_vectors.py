@@ -175,15 +175,14 @@ class SentenceVectorWriter:
                 if k not in self._known and k not in todo:
                     todo[k] = s
         if self._base is not None and todo:
-            texts = list(todo.values())
-            stored = self._base.lookup(texts)
+            base, keep_states = self._base, self._tokens is not None
             # keeping token states: a stored sentence without them (a generation written
             # before, or with them off) is embedded again and replaces its old row
-            lacking = self._base.token_states(texts) if self._tokens else stored
             todo = {
                 k: s
-                for (k, s), v, st in zip(todo.items(), stored, lacking, strict=True)
-                if v is None or st is None
+                for (k, s), row in zip(todo.items(), base._rows(list(todo.values())), strict=True)
+                if row is None
+                or (keep_states and (base.tokens is None or base.tokens.row(row) is None))
             }
         if not todo:
             return

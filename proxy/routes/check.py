@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.errors import AuthenticationError
-from groundproxy.guards import TokenLogprob, report_body, report_headers
+from groundproxy.guards import report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
 from groundproxy.proxy.body import read_body
@@ -55,10 +55,6 @@ class CheckRequest(BaseModel):
     context: list[str] = Field(default_factory=list)
     model: str | None = None
     logprobs: dict[str, Any] | list[Any] | None = None
-
-    def tokens(self) -> tuple[TokenLogprob, ...] | None:
-        """The answer's ``(token, logprob)`` pairs; a malformed ``logprobs`` is refused."""
-        return logprob_tokens(self.logprobs)
 
     def conversation(self) -> ChatCompletionRequest | None:
         if not self.messages:
@@ -115,7 +111,8 @@ async def check(request: Request) -> JSONResponse:
         request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces
     )
     question, context = req.the_question(), req.context_messages()
-    report = await guard.guard(req.answer, question, context, loaded.policy, req.tokens())
+    logprob_tokens(req.logprobs)  # a malformed one is refused (400), not ignored
+    report = await guard.guard(req.answer, question, context, loaded.policy, req.logprobs)
     step_id = new_step_id()
     headers = report_headers(report, loaded.policy_id, step_id, rid)
     if trace is not None:

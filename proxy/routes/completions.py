@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import parse_logprobs, report_body
+from groundproxy.guards import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody
@@ -75,8 +75,8 @@ async def completions(
             text = choice.get("text")
             if not isinstance(text, str):
                 continue
-            tokens = parse_logprobs(choice.get("logprobs"))  # an adapter may read them
-            report = await services.guard.guard(text, prompt, [("user", prompt)], policy, tokens)
+            lp = choice.get("logprobs")  # read only by an adapter that uses them
+            report = await services.guard.guard(text, prompt, [("user", prompt)], policy, lp)
             reports.append(report)
             if report.text != text:  # its logprobs describe tokens the guard replaced
                 choice["logprobs"] = None

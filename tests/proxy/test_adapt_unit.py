@@ -131,7 +131,8 @@ def test_feedback_records(tmp_path: Path) -> None:
     # the response's logprobs travel with the label, stored as [{"token", "logprob"}]
     legacy = {"tokens": ["B", "."], "token_logprobs": [-0.1, -2.0]}
     sure = parse_labelled({"answer": "B.", "label": "supported", "logprobs": legacy})
-    assert sure.tokens() == (("B", -0.1), (".", -2.0)) and row.tokens() is None
+    assert sure.logprobs == [{"token": "B", "logprob": -0.1}, {"token": ".", "logprob": -2.0}]
+    assert row.logprobs is None
     with pytest.raises(BadRequestError, match="logprob"):
         parse_labelled({"answer": "B.", "label": "supported", "logprobs": {"content": "x"}})
     append(tmp_path, "acme", item)
@@ -139,7 +140,7 @@ def test_feedback_records(tmp_path: Path) -> None:
     append(tmp_path, "acme", sure)
     stored = read_labelled(feedback_path(tmp_path, "acme"))
     assert [s.label_hallucinated for s in stored] == [1, 0, 0] and stored[0].id.startswith("fb-")
-    assert stored[2].tokens() == sure.tokens()
+    assert stored[2].logprobs == sure.logprobs
 
 
 def test_feature_sets_without_token_features() -> None:
