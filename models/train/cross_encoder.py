@@ -140,6 +140,9 @@ def train(args: argparse.Namespace) -> None:
         id2label=ID2LABEL,
         label2id={v: k for k, v in ID2LABEL.items()},
     )
+    # a backbone saved in fp16 (gpu_pack's) loads as fp16 under transformers 5 (dtype "auto"):
+    # AdamW on fp16 weights turns to NaN; train in fp32 (bf16 autocast does the speed)
+    model = model.float()
     t0 = time.time()
     enc_tr = encode(tok, [pairs[i] for i in tr], MAX_LENGTH)
     enc_va = encode(tok, [pairs[i] for i in va], MAX_LENGTH)

@@ -10,8 +10,9 @@
 #
 # Knobs (env): MINUTES (training time box, default 5), STEPS (the step plan, default 6000),
 # BATCH (default 128), LR (default 5e-5), CAP (rows per train file, 0 = all), LIMIT (eval
-# rows per file, default 400), PACK (default .gpu). A dry run on a CPU:
-#   PACK=.gpu CAP=40 STEPS=4 BATCH=4 LIMIT=20 OUT=/tmp/gp-out bash models/train/gpu_train.sh
+# rows per file, default 400), PACK (default .gpu), RUNS (plans trained side by side, below),
+# THREADS (CPU threads per run). A dry run on a CPU:
+#   PACK=.gpu CAP=40 STEPS=4 BATCH=4 LIMIT=20 THREADS=1 OUT=/tmp/gp-out bash models/train/gpu_train.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MINUTES=${MINUTES:-5}
@@ -39,11 +40,54 @@ export PYTHONPATH="$PWD/.gp-root:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFER
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$OUT/train.log" || true
 
 bf16=$(python3 -c "import torch; print('--bf16' if torch.cuda.is_available() else '')")
-python3 -m groundproxy.models.train.cross_encoder --data "$WORK/data" --cap "$CAP" \
-  --steps "$STEPS" --minutes "$MINUTES" --batch-size "$BATCH" --lr "$LR" --threads 8 \
-  --backbone "$WORK/minilm" --out "$WORK/ckpt" $bf16 2>&1 | tee -a "$OUT/train.log"
-python3 -m groundproxy.models.train.cross_encoder --eval --ckpt "$WORK/ckpt" --data "$WORK/data" \
-  --limit "$LIMIT" --threads 8 2>&1 | tee -a "$OUT/train.log"
-cp "$WORK/ckpt/config.json" "$WORK/ckpt/ce_manifest.json" "$WORK/ckpt/ce_eval.json" "$OUT/"
-python3 -m groundproxy.models.train.gpu_pack split "$WORK/ckpt" "$OUT"
+# RUNS: one or more "name:steps:lr[:extra flag]" plans trained side by side (the GPU has room
+# for several MiniLM runs; 16 cores feed them). The one shipped back is the best by mean ROC-AUC
+# on the held-out TRAIN validation split (never by an eval file); every run's manifest and eval
+# table go back in runs.json.
+RUNS=${RUNS:-"a:$STEPS:$LR b:$((STEPS / 2)):3e-5"}
+THREADS=${THREADS:-8}
+pids=()
+for run in $RUNS; do
+  IFS=: read -r name steps lr extra <<<"$run"
+  (
+    python3 -m groundproxy.models.train.cross_encoder --data "$WORK/data" --cap "$CAP" \
+      --steps "$steps" --minutes "$MINUTES" --batch-size "$BATCH" --lr "$lr" \
+      --threads "$THREADS" --backbone "$WORK/minilm" --out "$WORK/ckpt-$name" $bf16 $extra \
+      >"$WORK/$name.log" 2>&1
+    python3 -m groundproxy.models.train.cross_encoder --eval --ckpt "$WORK/ckpt-$name" \
+      --data "$WORK/data" --limit "$LIMIT" --threads "$THREADS" >>"$WORK/$name.log" 2>&1
+  ) &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || echo "a run failed (exit $?)" | tee -a "$OUT/train.log"; done
+for run in $RUNS; do
+  name=${run%%:*}
+  { echo "=== run $run"; grep -v '^step ' "$WORK/$name.log" | tail -n 80; } | tee -a "$OUT/train.log"
+done
+best=$(python3 - "$WORK" $RUNS <<'PY'
+import json, sys
+from pathlib import Path
+work, runs = Path(sys.argv[1]), sys.argv[2:]
+out, best = {}, (None, -1.0)
+for run in runs:
+    name = run.split(":")[0]
+    ckpt = work / f"ckpt-{name}"
+    entry = {"plan": run}
+    for f in ("ce_manifest.json", "ce_eval.json"):
+        if (ckpt / f).is_file():
+            entry[f] = json.loads((ckpt / f).read_text())
+    entry.get("ce_manifest.json", {}).pop("data_files", None)
+    out[name] = entry
+    auc = entry.get("ce_manifest.json", {}).get("validation", {}).get("mean_roc_auc", -1.0)
+    if auc > best[1]:
+        best = (name, auc)
+(work / "runs.json").write_text(json.dumps(out, indent=1) + "\n")
+print(best[0])
+PY
+)
+echo "best run by validation mean ROC-AUC: $best" | tee -a "$OUT/train.log"
+cp "$WORK/runs.json" "$OUT/"
+cp "$WORK/ckpt-$best/config.json" "$WORK/ckpt-$best/ce_manifest.json" \
+  "$WORK/ckpt-$best/ce_eval.json" "$OUT/"
+python3 -m groundproxy.models.train.gpu_pack split "$WORK/ckpt-$best" "$OUT"
 ls -la "$OUT"
