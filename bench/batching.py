@@ -27,8 +27,8 @@ import structlog
 from groundproxy.guards import entities, rules
 from groundproxy.guards.cache import VerdictCache
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.guarding import GuardService, build_guard
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -2,7 +2,7 @@
 
 For each file in ``../shared/data/eval``: a seeded pool of rows (a prefix of the file's
 shuffle, seed 1234) is verified once by the serve path
-(:func:`groundproxy.proxy.adapt.signals_of`: the row's context as request evidence, default
+(:func:`groundproxy.proxy.cli.adapt.signals_of`: the row's context as request evidence, default
 policy, no tenant index), giving the adapter's signals
 (:mod:`groundproxy.guards.adapter_signals`), the zero-shot decision ("any claim not
 supported") and the lexical baseline's score (the seed-001 method of ``bench/accuracy.py``,
@@ -19,7 +19,7 @@ learned``: the combiner shipped in ``models/embedhead/answer-combiner.json``, fi
 Then per seed and k: k rows are the tenant's labels, the test rows are the others (at most
 ``--test``), and balanced accuracy is reported on the same test rows for zero-shot,
 ``adapted-v1`` (the adapter as first shipped: 17 features, C = 1), ``adapted`` (what
-``calibrate --fit`` writes now: :func:`groundproxy.proxy.adapt.fit_combiner`, feature set
+``calibrate --fit`` writes now: :func:`groundproxy.proxy.cli.adapt.fit_combiner`, feature set
 and L2 strength chosen by cross-fitting on the k labels, cross-fitted balanced threshold)
 and lexical (mean ± sd over seeds).
 
@@ -48,23 +48,27 @@ from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.proxy.adapt import balanced_accuracy, fit_combiner, signals_of
-from groundproxy.proxy.adapters import shipped_decision
-from groundproxy.proxy.evaluate import eval_policy
-from groundproxy.proxy.feedback import parse_labelled
-from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner, signals_of
+from groundproxy.proxy.cli.evaluate import eval_policy
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage.adapters import shipped_decision
+from groundproxy.proxy.storage.feedback import parse_labelled
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
 POOL_SEED = 1234
 # The code that produces the cached signals (the serve path up to answer_signals); the
-# adapter's aggregation and fitting (guards/adapter*.py, proxy/adapt.py) are left out on
+# adapter's aggregation and fitting (guards/adapter*.py, proxy/cli/adapt.py) are left out on
 # purpose: they run on the cached signals, so changing them must not invalidate the cache;
 # so is the training code (models/train/), which the serve path never imports.
 _SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
-_SIGNAL_FILES = ("proxy/guarding.py", "proxy/guard_build.py", "proxy/evaluate.py")
+_SIGNAL_FILES = (
+    "proxy/serving/guarding.py",
+    "proxy/serving/guard_build.py",
+    "proxy/cli/evaluate.py",
+)
 _NOT_SIGNALS = ("guards/__init__.py", "guards/adapter.py", "guards/adapter_features.py")
 
 

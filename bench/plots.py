@@ -1,6 +1,6 @@
-"""The bench's ROC and reliability plots: they live in ``groundproxy.proxy.plots``, which
+"""The bench's ROC and reliability plots: they live in ``groundproxy.proxy.cli.plots``, which
 ``groundproxy eval --out`` uses too."""
 
-from groundproxy.proxy.plots import BINS, Scores, reliability, save_plots
+from groundproxy.proxy.cli.plots import BINS, Scores, reliability, save_plots
 
 __all__ = ["BINS", "Scores", "reliability", "save_plots"]

@@ -80,7 +80,7 @@ def write_setup(work: Path, docs: list[tuple[str, str, str]], up_port: int) -> P
 
 def ingest(docs: list[tuple[str, str, str]], data: Path, dsn: str) -> dict[str, float]:
     """The documents into the embedded folder and into Postgres (seconds each)."""
-    from groundproxy.proxy.storage import EmbeddedStorage, PostgresStorage, ingest_texts
+    from groundproxy.proxy.storage.backends import EmbeddedStorage, PostgresStorage, ingest_texts
     from groundproxy.retrieval.embedder import load_embedder
 
     emb = load_embedder()

@@ -53,8 +53,8 @@ from groundproxy.guards.pipeline import run_guard
 from groundproxy.guards.sentences import sentence_spans
 from groundproxy.guards.types import GuardReport, Pair, Verifier
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.evaluate import Row, read_rows
-from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.cli.evaluate import Row, read_rows
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"

@@ -58,9 +58,9 @@ from groundproxy.guards import (
     verified_logprobs,
 )
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.adapters import shipped_decision
-from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage.adapters import shipped_decision
 from groundproxy.retrieval.chunker import chunk_text
 from groundproxy.retrieval.generations import read_current
 from groundproxy.retrieval.ingest import ingest_texts
@@ -207,8 +207,8 @@ def postgres_rows(
     """The ``postgres`` path: the same documents ingested into a real PostgreSQL + pgvector
     server (testing.pg) with the sentences stored in the database (retrieval.pg_sentences).
     (table rows, ingest row)."""
-    from groundproxy.proxy.storage import PostgresStorage
-    from groundproxy.proxy.storage import ingest_texts as ingest_into
+    from groundproxy.proxy.storage.backends import PostgresStorage
+    from groundproxy.proxy.storage.backends import ingest_texts as ingest_into
     from groundproxy.testing.pg import start_postgres
 
     server = start_postgres()

@@ -19,7 +19,7 @@ The same mechanism serves a verifier's shipped, learned answer-level decision (p
 ``verifier.decision: learned``, :attr:`Adapter.source` ``"shipped"``) for a tenant without an
 adapter of its own. The report carries ``adapter`` (version, source, P(hallucinated),
 threshold, decision). Pure logic: the files are read and cached in
-:mod:`groundproxy.proxy.adapters`.
+:mod:`groundproxy.proxy.storage.adapters`.
 """
 
 from __future__ import annotations

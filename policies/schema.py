@@ -37,7 +37,7 @@ class UpstreamPolicy(_Strict):
     api_key_env: str | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     restrict_models: bool = False
-    # "openai": the OpenAI wire protocol spoken directly (proxy.upstream_wire; cheaper);
+    # "openai": the OpenAI wire protocol spoken directly (proxy.upstream.wire; cheaper);
     # "litellm": through litellm (any provider); "auto": "openai" for the model strings
     # litellm would send to an OpenAI-compatible API unchanged (``openai/…``), else litellm.
     transport: Literal["auto", "litellm", "openai"] = "auto"
@@ -129,7 +129,7 @@ class Policy(_Strict):
     stream: Literal["buffer", "sentence"] = "sentence"
     on_guard_error: Literal["annotate", "block"] = "annotate"
     latency_budget_ms: int = Field(default=800, ge=1)
-    # When the guard queue would not answer within the budget (proxy.admission): wait
+    # When the guard queue would not answer within the budget (proxy.serving.admission): wait
     # anyway (queue), answer at once marked unverified (refused under on_guard_error:
     # block), or answer 429 with retry-after (reject).
     on_overload: Literal["queue", "unverified", "reject"] = "queue"

@@ -1,3 +1,3 @@
-from groundproxy.proxy.cli import main
+from groundproxy.proxy.cli.main import main
 
 main()

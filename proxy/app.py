@@ -17,8 +17,6 @@ from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.forwarding import ForwardHeadersMiddleware, header_names
 from groundproxy.proxy.gc_pauses import GcPauses, freeze_startup, thaw
-from groundproxy.proxy.guarding import build_guard
-from groundproxy.proxy.headers import EXPOSED_HEADERS
 from groundproxy.proxy.metrics import MetricsMiddleware, rss_bytes
 from groundproxy.proxy.middleware import RequestIdMiddleware
 from groundproxy.proxy.routes import (
@@ -35,10 +33,12 @@ from groundproxy.proxy.routes import (
 )
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.routes.aliases import UnprefixedRoutes
+from groundproxy.proxy.serving.guarding import build_guard
+from groundproxy.proxy.serving.headers import EXPOSED_HEADERS
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
-from groundproxy.proxy.storage import open_storage
-from groundproxy.proxy.upstream import UpstreamClient
+from groundproxy.proxy.storage.backends import open_storage
+from groundproxy.proxy.upstream.client import UpstreamClient
 from groundproxy.retrieval.storage import TenantIndexes
 
 log = structlog.get_logger(__name__)
@@ -143,7 +143,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app_from_env() -> FastAPI:
     """The app of one ``serve --workers N`` worker: settings from ``GROUNDPROXY_*`` (which
-    :func:`proxy.serve.serve` set from the command line before starting the workers)."""
+    :func:`proxy.cli.serve.serve` set from the command line before starting the workers)."""
     from groundproxy.proxy.logs import configure_logging
 
     settings = Settings()

@@ -32,7 +32,7 @@ from groundproxy.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from groundproxy.proxy.redact import scrub_paths
+from groundproxy.proxy.upstream.redact import scrub_paths
 
 log = structlog.get_logger(__name__)
 

@@ -2,7 +2,7 @@
 and the deployment's allow-list (``GROUNDPROXY_FORWARD_HEADERS``, comma-separated names).
 
 :class:`ForwardHeadersMiddleware` picks them from each request into a context variable;
-:func:`proxy.upstream.upstream_kwargs` reads it (:func:`forwarded_headers`) and sends them as
+:func:`proxy.upstream.client.upstream_kwargs` reads it (:func:`forwarded_headers`) and sends them as
 litellm's ``extra_headers`` — so every upstream call a request makes carries them, in
 every response mode, without threading them through each call. Credentials never travel,
 whatever the allow-list says: the upstream's key comes from the policy alone.

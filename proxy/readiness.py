@@ -14,7 +14,7 @@ from typing import Any
 from starlette.requests import Request
 
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
-from groundproxy.proxy.redact import scrub_paths
+from groundproxy.proxy.upstream.redact import scrub_paths
 
 
 def _admin_policy(request: Request, store: PolicyStore) -> LoadedPolicy | None:

@@ -21,7 +21,7 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8080
-    # Server processes (proxy.serve): > 1 runs uvicorn's workers, each loading its models and
+    # Server processes (proxy.cli.serve): > 1 runs uvicorn's workers, each loading its models and
     # reading every tenant's on-disk index generation read-only (hot reload: each polls CURRENT).
     workers: int = Field(default=1, ge=1, le=64)
     policies: Path = Path("policies")
@@ -40,14 +40,16 @@ class Settings(BaseSettings):
     # no gain through serve at c=16 (bench/results/batching.txt, latency-batch2.txt).
     batch_window_ms: float = 0.0
     batch_max: int = 64
-    # Guards running at once (proxy.admission); 0: one per core (batch_max with batching on).
+    # Guards running at once (proxy.serving.admission); 0: one per core (batch_max with
+    # batching on).
     guard_workers: int = 0
     watch_policies: bool = True
     policy_poll_s: float = 1.0
     log_level: str = "info"
     log_bodies: bool = False
     metrics_public: bool = False
-    # PostgreSQL + pgvector shared by several replicas (proxy.storage); unset: embedded files.
+    # PostgreSQL + pgvector shared by several replicas (proxy.storage.backends); unset:
+    # embedded files.
     database_url: str | None = None
     # Client headers forwarded to the upstream besides x-request-id (comma-separated names;
     # credentials never are): proxy.forwarding.

@@ -13,13 +13,13 @@ from starlette.requests import Request
 
 from groundproxy.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
-from groundproxy.proxy.guard_build import GuardParts
-from groundproxy.proxy.guarding import GuardService
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.serving.guard_build import GuardParts
+from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage import Storage
-from groundproxy.proxy.trace_store import TraceStores
-from groundproxy.proxy.upstream_types import Upstream
+from groundproxy.proxy.storage.backends import Storage
+from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.upstream.types import Upstream
 
 
 class Services(NamedTuple):
@@ -37,10 +37,10 @@ class AppState:
     guard: GuardService | None = None
     ready: bool = False
     load_errors: list[str] = field(default_factory=list)
-    traces: TraceStores | None = None  # multi-step traces (proxy.traces)
+    traces: TraceStores | None = None  # multi-step traces (proxy.serving.traces)
     metrics: Metrics = field(default_factory=Metrics)
-    parts: GuardParts | None = None  # embedder, indexes, verdict cache (proxy.guard_build)
-    storage: Storage | None = None  # embedded files or Postgres (proxy.storage)
+    parts: GuardParts | None = None  # embedder, indexes, verdict cache (proxy.serving.guard_build)
+    storage: Storage | None = None  # embedded files or Postgres (proxy.storage.backends)
 
     def require(self) -> Services:
         if not self.ready or self.upstream is None or self.guard is None:

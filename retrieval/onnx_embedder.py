@@ -215,7 +215,7 @@ class OnnxEmbedder:
         self.lru = VectorLRU(lru_size)
         # the token states of the texts embedded recently (retrieval.token_states), kept only
         # while a reader of them is in force (the guard switches this on when an adapter
-        # reading the token alignment comes into force: proxy.guarding)
+        # reading the token alignment comes into force: proxy.serving.guarding)
         self.token_lru = TokenStateLRU()
         self.keep_token_states = False
         self.variant = variant

@@ -109,7 +109,7 @@ CREATE TABLE gp_sentences (
     ),
     (
         3,
-        # reviewers' labels and tenants' adapters, shared by the replicas (proxy.pg_adapt)
+        # reviewers' labels and tenants' adapters, shared by the replicas (proxy.storage.pg_adapt)
         """
 CREATE TABLE gp_feedback (
     tenant TEXT NOT NULL,

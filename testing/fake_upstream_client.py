@@ -1,4 +1,4 @@
-"""An in-process :class:`~proxy.upstream_types.Upstream`: the scripted fake upstream's answers
+"""An in-process :class:`~proxy.upstream.types.Upstream`: the scripted fake upstream's answers
 without a server or litellm, for tests that drive the proxy's code directly.
 
 It answers like :mod:`groundproxy.testing.fake_upstream` (the first rule whose ``match`` is in
@@ -6,7 +6,7 @@ the last user message, else the default) and knows the same failure models: ``fa
 (an upstream error), ``fail-400`` (the upstream rejects the request), ``slow-<seconds>``,
 ``bad-json``, ``cut-stream`` (a stream that stops halfway, without a finish chunk) and
 ``drip-<seconds>`` (a wait before each streamed word). Streams go through the proxy's one
-chunk parser (:class:`~proxy.upstream_types.ChunkStream`), so a cut stream fails as a real
+chunk parser (:class:`~proxy.upstream.types.ChunkStream`), so a cut stream fails as a real
 one does. Every call is recorded in ``calls``.
 
     fake = FakeUpstream([{"match": "warranty", "answer": "It lasts 12 months."}])
@@ -22,7 +22,7 @@ from typing import Any
 
 from groundproxy.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
-from groundproxy.proxy.upstream_types import ChunkStream, Completion, UpstreamAnswer, collect
+from groundproxy.proxy.upstream.types import ChunkStream, Completion, UpstreamAnswer, collect
 from groundproxy.testing.fake_bodies import (
     DEFAULT_ANSWER,
     completion_body,

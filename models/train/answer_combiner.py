@@ -2,7 +2,8 @@
 aggregation learned, not 'any claim'").
 
 Step 1 (slow, resumable): every train file's seeded pool of rows is verified by the serve
-path exactly as ``bench/kshot.py`` does for eval rows (:func:`groundproxy.proxy.adapt.signals_of`:
+path exactly as ``bench/kshot.py`` does for eval rows
+(:func:`groundproxy.proxy.cli.adapt.signals_of`:
 the row's context as request evidence, default policy), in rounds of ``--round`` rows per
 file so a stopped run leaves every file about equally covered. Signals are cached outside the
 repository (``~/.cache/groundproxy-bench/train-signals/``).
@@ -130,11 +131,11 @@ def _save(stem: str, saved: dict[str, Any]) -> None:
 def extract(data: Path, step: int, minutes: float) -> None:
     """Verify every file's pool by the serve path, ``step`` rows per file per round
     (resumable: rows are cached by id)."""
-    from groundproxy.proxy.adapt import signals_of
-    from groundproxy.proxy.evaluate import eval_policy
-    from groundproxy.proxy.feedback import parse_labelled
-    from groundproxy.proxy.guarding import build_guard
+    from groundproxy.proxy.cli.adapt import signals_of
+    from groundproxy.proxy.cli.evaluate import eval_policy
+    from groundproxy.proxy.serving.guarding import build_guard
     from groundproxy.proxy.settings import Settings
+    from groundproxy.proxy.storage.feedback import parse_labelled
 
     deadline = time.monotonic() + 60 * minutes
     policy = eval_policy("default", "context")
@@ -203,7 +204,7 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
     from sklearn.metrics import roc_auc_score
 
     from groundproxy.guards.adapter_features import FEATURE_SETS, features_from_signals
-    from groundproxy.proxy.adapt import balanced_accuracy
+    from groundproxy.proxy.cli.adapt import balanced_accuracy
 
     per_file = cached(data)
     groups: list[str] = []

@@ -18,9 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.protocol import validated
-from groundproxy.proxy.redact import public_document
 from groundproxy.proxy.state import AppState, Parts, State
-from groundproxy.proxy.storage import EmbeddedStorage, Storage, delete_documents, ingest_texts
+from groundproxy.proxy.storage.backends import (
+    EmbeddedStorage,
+    Storage,
+    delete_documents,
+    ingest_texts,
+)
+from groundproxy.proxy.upstream.redact import public_document
 
 router = APIRouter()
 log = structlog.get_logger(__name__)

@@ -11,25 +11,25 @@ from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import ChatRequest
-from groundproxy.proxy.chat import guarded_completion, new_step_id
-from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
-from groundproxy.proxy.event_stream import EventStreamResponse
-from groundproxy.proxy.guarding import GuardService, Held
-from groundproxy.proxy.headers import NO_BUFFERING, asks_buffer, response_headers
-from groundproxy.proxy.metered import MeteredStream
 from groundproxy.proxy.metrics import Metrics
-from groundproxy.proxy.openai_shape import wants_usage
 from groundproxy.proxy.protocol import ChatCompletionRequest
-from groundproxy.proxy.relay_stream import relay_events, wants_relay
-from groundproxy.proxy.sentence_stream import (
+from groundproxy.proxy.serving.chat import guarded_completion, new_step_id
+from groundproxy.proxy.serving.disconnect import ClientDisconnected, cancel_on_disconnect
+from groundproxy.proxy.serving.guarding import GuardService, Held
+from groundproxy.proxy.serving.headers import NO_BUFFERING, asks_buffer, response_headers
+from groundproxy.proxy.serving.openai_shape import wants_usage
+from groundproxy.proxy.serving.traces import TraceRequest, record_step, trace_for
+from groundproxy.proxy.state import Ready, RequestId, State
+from groundproxy.proxy.streaming.event_stream import EventStreamResponse
+from groundproxy.proxy.streaming.metered import MeteredStream
+from groundproxy.proxy.streaming.relay import relay_events, wants_relay
+from groundproxy.proxy.streaming.sentence import (
     open_sentence_stream,
     sentence_events,
     wants_sentence_mode,
 )
-from groundproxy.proxy.sse import completion_to_chunks
-from groundproxy.proxy.state import Ready, RequestId, State
-from groundproxy.proxy.traces import TraceRequest, record_step, trace_for
-from groundproxy.proxy.upstream import Upstream
+from groundproxy.proxy.streaming.sse import completion_to_chunks
+from groundproxy.proxy.upstream.client import Upstream
 
 router = APIRouter()
 
@@ -50,13 +50,14 @@ async def chat_completions(
         and not asks_buffer(request.headers)
         and not guard.decides_per_answer(loaded.policy)
     )
-    # before the upstream is called — reject: 429; queue: wait for guard room (proxy.admission)
+    # before the upstream is called — reject: 429; queue: wait for guard room
+    # (proxy.serving.admission)
     async with guard.arrival(loaded.policy) as held:
         trace = await trace_for(
             request.headers, state.traces, loaded.policy.tenant, loaded.policy.traces, req.model
         )
         if sentence or wants_relay(req, loaded):
-            # stream: sentence (proxy.sentence_stream), or unguarded: relayed
+            # stream: sentence (proxy.streaming.sentence), or unguarded: relayed
             return await _incremental_response(
                 request, req, loaded, upstream, guard, rid, trace, state.metrics, held
             )

@@ -31,16 +31,16 @@ from groundproxy.guards import report_body, report_headers
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
 from groundproxy.proxy.body import read_body
-from groundproxy.proxy.chat import new_step_id
-from groundproxy.proxy.feedback import logprob_tokens
 from groundproxy.proxy.protocol import (
     ChatCompletionRequest,
     ChatMessage,
     parse_json_body,
     validated,
 )
+from groundproxy.proxy.serving.chat import new_step_id
+from groundproxy.proxy.serving.traces import record_step, trace_for
 from groundproxy.proxy.state import app_state, request_id
-from groundproxy.proxy.traces import record_step, trace_for
+from groundproxy.proxy.storage.feedback import logprob_tokens
 
 log = structlog.get_logger(__name__)
 router = APIRouter()

@@ -19,13 +19,13 @@ from groundproxy.guards import report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.chat import new_step_id
-from groundproxy.proxy.event_stream import EventStreamResponse
-from groundproxy.proxy.headers import NO_BUFFERING, response_headers
 from groundproxy.proxy.routes.embeddings import passthrough_model, required_model
-from groundproxy.proxy.sse import sse
+from groundproxy.proxy.serving.chat import new_step_id
+from groundproxy.proxy.serving.headers import NO_BUFFERING, response_headers
 from groundproxy.proxy.state import Ready, RequestId, State
-from groundproxy.proxy.stream_pacing import within_deadline
+from groundproxy.proxy.streaming.event_stream import EventStreamResponse
+from groundproxy.proxy.streaming.pacing import within_deadline
+from groundproxy.proxy.streaming.sse import sse
 
 router = APIRouter()
 
@@ -64,7 +64,7 @@ async def completions(
         k: v for k, v in data.items() if k not in ("model", "prompt", "stream", "stream_options")
     }
     reports: list[GuardReport] = []
-    async with services.guard.arrival(policy):  # reject: 429; queue: wait (proxy.admission)
+    async with services.guard.arrival(policy):  # reject: 429; queue: wait (proxy.serving.admission)
         call = services.upstream.text_complete(
             policy.upstream, passthrough_model(policy.upstream, model), data["prompt"], extra
         )  # a stream answers once the whole answer is in: the stream deadline holds for it

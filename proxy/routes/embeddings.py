@@ -17,7 +17,7 @@ from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.state import Ready, State
-from groundproxy.proxy.upstream import resolve_model
+from groundproxy.proxy.upstream.client import resolve_model
 
 router = APIRouter()
 

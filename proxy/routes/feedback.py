@@ -9,9 +9,9 @@ there, in the calling tenant's store only)::
     {"step_id": "…", "claims": [{"text": "…", "label": "hallucinated"}]}
 
 ``label`` (supported / hallucinated), ``label_hallucinated`` (0 / 1) or labelled
-``claims`` give the answer's label (:mod:`groundproxy.proxy.feedback`). The record is
+``claims`` give the answer's label (:mod:`groundproxy.proxy.storage.feedback`). The record is
 appended to ``<data>/<tenant>/feedback.jsonl`` — or, with ``GROUNDPROXY_DATABASE_URL``, to
-``gp_feedback`` (:mod:`groundproxy.proxy.pg_adapt`), shared by the replicas;
+``gp_feedback`` (:mod:`groundproxy.proxy.storage.pg_adapt`), shared by the replicas;
 ``groundproxy calibrate --fit`` learns from it. Reply: ``{"object": "groundproxy.feedback",
 "id", "label_hallucinated", "count"}``. Bodies are never logged.
 """
@@ -27,12 +27,12 @@ from fastapi import APIRouter
 
 from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy import answers
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.feedback import parse_labelled
 from groundproxy.proxy.state import AppState, State
-from groundproxy.proxy.storage import EmbeddedStorage
+from groundproxy.proxy.storage import answers
+from groundproxy.proxy.storage.backends import EmbeddedStorage
+from groundproxy.proxy.storage.feedback import parse_labelled
 
 router = APIRouter()
 log = structlog.get_logger(__name__)

@@ -28,11 +28,11 @@ from fastapi import APIRouter, Query, Request, Response
 
 from groundproxy.errors import NotFoundError, PermissionDeniedError
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy import answers
 from groundproxy.proxy.auth import admin_tenant_for
 from groundproxy.proxy.routes import provenance
+from groundproxy.proxy.serving.traces import STEP_ID_RE
 from groundproxy.proxy.state import Parts, State, app_state
-from groundproxy.proxy.traces import STEP_ID_RE
+from groundproxy.proxy.storage import answers
 
 router = APIRouter()
 

@@ -20,8 +20,8 @@ from fastapi import APIRouter, Request
 from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.guards import final_step, walk_back
 from groundproxy.proxy.auth import ReaderTenant
+from groundproxy.proxy.serving.traces import TRACE_ID_RE
 from groundproxy.proxy.state import Parts, State
-from groundproxy.proxy.traces import TRACE_ID_RE
 from groundproxy.retrieval.chunk_store import DocumentRecord
 
 router = APIRouter()

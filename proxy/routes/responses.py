@@ -1,6 +1,6 @@
 """``POST /v1/responses``: the Responses API, guarded like a chat answer.
 
-Translated into one chat completion and back (:mod:`proxy.responses_api`). The verdict
+Translated into one chat completion and back (:mod:`proxy.serving.responses`). The verdict
 rides in the ``x-groundproxy-*`` headers and the response's ``groundproxy`` object.
 ``stream: true`` is answered in buffer mode: the answer is guarded whole, then sent as the
 Responses API's events (``response.created`` … ``response.output_text.delta`` …
@@ -20,13 +20,13 @@ from fastapi.responses import JSONResponse, Response
 
 from groundproxy.proxy.auth import Tenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.chat import guarded_completion
-from groundproxy.proxy.disconnect import ClientDisconnected, cancel_on_disconnect
-from groundproxy.proxy.event_stream import EventStreamResponse
-from groundproxy.proxy.headers import NO_BUFFERING
 from groundproxy.proxy.protocol import parse_chat_request
-from groundproxy.proxy.responses_api import message_item, to_chat, to_response
+from groundproxy.proxy.serving.chat import guarded_completion
+from groundproxy.proxy.serving.disconnect import ClientDisconnected, cancel_on_disconnect
+from groundproxy.proxy.serving.headers import NO_BUFFERING
+from groundproxy.proxy.serving.responses import message_item, to_chat, to_response
 from groundproxy.proxy.state import Ready, RequestId, State
+from groundproxy.proxy.streaming.event_stream import EventStreamResponse
 
 router = APIRouter()
 _PIECE = re.compile(r"\S+\s*|\s+")
@@ -87,7 +87,9 @@ async def responses(
     req = parse_chat_request(to_chat(data))
     upstream, guard = services
     try:
-        async with guard.arrival(loaded.policy):  # reject: 429; queue: wait (proxy.admission)
+        async with guard.arrival(
+            loaded.policy
+        ):  # reject: 429; queue: wait (proxy.serving.admission)
             done = await cancel_on_disconnect(
                 request,
                 guarded_completion(

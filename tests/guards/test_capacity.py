@@ -17,7 +17,7 @@ from groundproxy.guards.pipeline import evidence_fn
 from groundproxy.guards.sentences import guard_cut, sentence_spans
 from groundproxy.guards.stages import apply, verify
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.admission import GuardQueue
+from groundproxy.proxy.serving.admission import GuardQueue
 
 CONTEXT = [("system", "The warranty lasts 12 months. Batteries are covered for 6 months.")]
 SENTENCE = "The warranty lasts 24 months. "

@@ -20,7 +20,7 @@ from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Pair
 from groundproxy.models.built_verifier import BuiltVerifier
 from groundproxy.models.registry import VerifierRegistry, available
-from groundproxy.proxy.cli import main
+from groundproxy.proxy.cli.main import main
 from groundproxy.retrieval.fsutil import sha256_file
 from tests.conftest import KEYS, _policy
 from tests.models.tiny_hf import save_tiny_nli

@@ -16,7 +16,7 @@ from groundproxy.guards.types import Embedder, Pair
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.registry import VerifierRegistry
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.guarding import build_guard
+from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.embedder import MINILM_NAME, load_embedder
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder

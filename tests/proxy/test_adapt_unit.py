@@ -21,9 +21,9 @@ from groundproxy.guards.adapter_features import (
     features_from_signals,
 )
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.proxy.adapt import best_threshold, fit_combiner, without_token_features
-from groundproxy.proxy.adapters import AdapterCache, versions, write_adapter
-from groundproxy.proxy.feedback import (
+from groundproxy.proxy.cli.adapt import best_threshold, fit_combiner, without_token_features
+from groundproxy.proxy.storage.adapters import AdapterCache, versions, write_adapter
+from groundproxy.proxy.storage.feedback import (
     Labelled,
     append,
     feedback_path,
@@ -165,7 +165,7 @@ def test_version_one_signals_read_as_no_alignment() -> None:
 
 def test_fit_output_says_what_token_features_cost(tmp_path: Path, embedder: Any) -> None:
     from groundproxy.policies.schema import local_policy
-    from groundproxy.proxy.adapt_command import index_stores_token_states, token_cost_note
+    from groundproxy.proxy.cli.adapt_command import index_stores_token_states, token_cost_note
     from groundproxy.retrieval.ingest import ingest_texts
 
     doc = [("faq", "Refunds take 14 days. The desk opens at 9 am on weekdays.")]

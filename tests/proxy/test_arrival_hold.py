@@ -1,5 +1,5 @@
 """``on_overload: queue`` holds a request before its upstream call until the guard queue has
-room within the budget (proxy.admission.GuardQueue.hold, GuardService.arrival)."""
+room within the budget (proxy.serving.admission.GuardQueue.hold, GuardService.arrival)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.admission import GuardQueue
-from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.serving.admission import GuardQueue
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 

@@ -17,8 +17,8 @@ from groundproxy.errors import GuardError
 from groundproxy.models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.app import create_app
-from groundproxy.proxy.guarding import build_guard
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 from tests.conftest import KEYS

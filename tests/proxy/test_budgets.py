@@ -16,7 +16,7 @@ from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs
 from groundproxy.models import registry
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 

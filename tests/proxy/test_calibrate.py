@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.proxy.calibration import CalibrationCache, calibration_path
-from groundproxy.proxy.cli import _run, build_parser
+from groundproxy.proxy.cli.main import _run, build_parser
+from groundproxy.proxy.storage.calibration import CalibrationCache, calibration_path
 from tests.conftest import SHARED_DATA
 
 EVAL_FILE = SHARED_DATA / "eval" / "halueval-qa.jsonl"

@@ -15,7 +15,7 @@ import pytest
 import structlog
 import uvicorn
 
-from groundproxy.proxy import cli
+from groundproxy.proxy.cli import main as cli
 from groundproxy.proxy.settings import Settings
 
 

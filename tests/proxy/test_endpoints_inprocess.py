@@ -14,9 +14,9 @@ from fastapi import FastAPI
 
 from groundproxy.errors import BadRequestError
 from groundproxy.proxy.app import create_app
-from groundproxy.proxy.responses_api import to_chat
+from groundproxy.proxy.serving.responses import to_chat
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.upstream_errors import upstream_message
+from groundproxy.proxy.upstream.errors import upstream_message
 from tests.conftest import KEYS
 from tests.proxy.test_metrics import value
 

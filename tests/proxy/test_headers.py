@@ -1,11 +1,11 @@
-"""proxy.headers: the x-groundproxy-* headers of buffer, sentence and relay responses."""
+"""proxy.serving.headers: the x-groundproxy-* headers of buffer, sentence and relay responses."""
 
 from __future__ import annotations
 
 import pytest
 
 from groundproxy.guards.types import GuardReport
-from groundproxy.proxy.headers import response_headers
+from groundproxy.proxy.serving.headers import response_headers
 
 
 def test_buffer_headers_carry_the_verdict_and_the_trace() -> None:

@@ -15,7 +15,7 @@ from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.trace_store import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStores
 from tests.conftest import ADMIN_KEYS, KEYS
 
 UI = "/v1/groundproxy/ui"
@@ -149,7 +149,7 @@ def test_answers_written_with_the_node_and_pruned_with_it(tmp_path: Path) -> Non
             now=1000.0 + i,
             model="gpt-x",
         )
-    from groundproxy.proxy import answers
+    from groundproxy.proxy.storage import answers
 
     rows = store.read(lambda conn: answers.recent(conn, 0.0, 10))
     assert [a.step_id for a in rows] == [f"st_{i:016x}" for i in (2, 1, 0)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.trace_store import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStores
 
 
 def report(text: str) -> GuardReport:

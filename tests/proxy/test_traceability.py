@@ -16,8 +16,8 @@ import pytest_asyncio
 import yaml
 
 from groundproxy.proxy.app import create_app
-from groundproxy.proxy.calibration import write_calibration
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage.calibration import write_calibration
 from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 from tests.conftest import ADMIN_KEYS, KEYS, share_index_files
 from tests.traces_pipeline import DOCS, PART_B, SCRIPT, step_messages

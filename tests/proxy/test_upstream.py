@@ -17,8 +17,8 @@ from groundproxy.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.app import create_app
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.upstream import Upstream, UpstreamClient
-from groundproxy.proxy.upstream_types import ChunkStream, Completion, collect, parse_chunk
+from groundproxy.proxy.upstream.client import Upstream, UpstreamClient
+from groundproxy.proxy.upstream.types import ChunkStream, Completion, collect, parse_chunk
 from groundproxy.testing.fake_upstream_client import FakeUpstream
 from tests.conftest import KEYS, _policy, share_index_files
 

@@ -1,7 +1,7 @@
 """A 3 MB upstream error body through the real ``groundproxy serve`` process.
 
 litellm's secret redaction used to run over the whole body on the event loop (~11 s frozen
-proxy). The transport under litellm (proxy.upstream_transport) cuts error bodies first, so
+proxy). The transport under litellm (proxy.upstream.transport) cuts error bodies first, so
 
 - the client gets the clean OpenAI-shaped 503 with the upstream's ``retry-after``, promptly;
 - a ``/healthz`` sent while the error is handled answers fast (generous bound: loaded box;

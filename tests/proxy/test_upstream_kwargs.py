@@ -6,7 +6,7 @@ import pytest
 
 from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
-from groundproxy.proxy.upstream import resolve_model, upstream_kwargs
+from groundproxy.proxy.upstream.client import resolve_model, upstream_kwargs
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -72,7 +72,7 @@ def test_connection_drops_are_told_from_timeouts_and_statuses() -> None:
     import httpx
     import openai
 
-    from groundproxy.proxy.upstream import is_connection_drop
+    from groundproxy.proxy.upstream.client import is_connection_drop
 
     req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     dropped = openai.APIConnectionError(request=req)  # type: ignore[arg-type]

@@ -15,8 +15,8 @@ from groundproxy.errors import GroundproxyError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.errors import http_error
 from groundproxy.proxy.forwarding import _FORWARDED
-from groundproxy.proxy.upstream import UpstreamClient
-from groundproxy.proxy.upstream_wire import status_error, wire_model
+from groundproxy.proxy.upstream.client import UpstreamClient
+from groundproxy.proxy.upstream.wire import status_error, wire_model
 from groundproxy.testing.processes import free_port
 
 MESSAGES = [{"role": "user", "content": "How long is the warranty?"}]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from groundproxy.proxy.storage import PostgresStorage
+from groundproxy.proxy.storage.backends import PostgresStorage
 from groundproxy.testing.pg import PgServer, start_postgres
 
 

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from groundproxy.policies.keys import hash_key
-from groundproxy.proxy.feedback import parse_labelled
-from groundproxy.proxy.pg_adapt import PgAdapterCache
-from groundproxy.proxy.storage import PostgresStorage
+from groundproxy.proxy.storage.backends import PostgresStorage
+from groundproxy.proxy.storage.feedback import parse_labelled
+from groundproxy.proxy.storage.pg_adapt import PgAdapterCache
 from tests.hardening.conftest import run_cli
 
 pytestmark = pytest.mark.slow

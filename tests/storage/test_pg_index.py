@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from groundproxy.errors import IndexStoreError
-from groundproxy.proxy.storage import PostgresStorage, delete_documents, ingest_texts
+from groundproxy.proxy.storage.backends import PostgresStorage, delete_documents, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.pg_index import PgIndexManager, _search_sql, vector_literal
 from groundproxy.retrieval.pg_pool import PgPool

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from groundproxy.proxy.storage import PostgresStorage, ingest_texts
+from groundproxy.proxy.storage.backends import PostgresStorage, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.pg_schema import TENANT_LOCK_CLASS
 

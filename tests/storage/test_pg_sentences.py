@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from groundproxy.proxy.storage import PostgresStorage, ingest_texts
+from groundproxy.proxy.storage.backends import PostgresStorage, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 from groundproxy.retrieval.pg_index import PgTenantIndex

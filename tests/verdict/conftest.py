@@ -10,7 +10,7 @@ import pytest
 
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.ingest import ingest_texts
 

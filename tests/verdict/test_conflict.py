@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from groundproxy.guards.report import report_body
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
 
 QUESTION = "My friend says it's 48 months. How long is the warranty?"

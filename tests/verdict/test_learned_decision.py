@@ -15,9 +15,9 @@ from groundproxy.errors import PolicyError
 from groundproxy.guards import FEATURES, answer_features, decide_claims
 from groundproxy.models.evidence_text import clip_claim
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.adapters import MODELS_DIR, SHIPPED, shipped_decision, write_adapter
-from groundproxy.proxy.guarding import GuardService, build_guard
+from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage.adapters import MODELS_DIR, SHIPPED, shipped_decision, write_adapter
 from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 from groundproxy.retrieval.token_states import TokenStates

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from groundproxy.guards.decide import model_threshold
 from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
-from groundproxy.proxy.evaluate import evaluate, sample_rows
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.cli.evaluate import evaluate, sample_rows
+from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
 
 

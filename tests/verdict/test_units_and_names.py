@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundproxy.proxy.guarding import GuardService
+from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
 
 # real processes, real model exports or many real-model requests: `make test` runs these,

@@ -1,0 +1,3 @@
+"""The ``groundproxy`` command line and its offline jobs (ingest, check, eval, calibrate, fit,
+serve).
+"""

@@ -1,0 +1,112 @@
+"""The ``groundproxy calibrate --fit`` command line (:mod:`groundproxy.proxy.cli.adapt`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from groundproxy.errors import BadRequestError, IndexStoreError
+from groundproxy.guards import TOKEN_FEATURES
+from groundproxy.policies.loader import PolicyStore
+from groundproxy.policies.schema import Policy, local_policy
+from groundproxy.proxy.cli.adapt import fit_tenant
+from groundproxy.proxy.storage.backends import started_storage
+from groundproxy.retrieval.generations import read_current
+from groundproxy.retrieval.names import validate_tenant
+from groundproxy.retrieval.sentence_tokens import OFFSETS_FILE
+
+
+def tenant_policy(policies: Path, tenant: str) -> tuple[Policy, str]:
+    """The policy the proxy serves the tenant with (defaults when it has no file)."""
+    if policies.is_dir():
+        store = PolicyStore(policies)
+        store.load()
+        loaded = store.get(tenant)
+        if loaded is not None:
+            return loaded.policy, loaded.policy_id
+    return local_policy(tenant), "defaults"
+
+
+def index_stores_token_states(data: Path, policy: Policy) -> bool | None:
+    """Does the policy's index under ``data`` store its sentences' token states
+    (retrieval.sentence_tokens)? None when the policy reads no index or there is none there.
+    Reads the live generation's file names only (the index itself is not loaded)."""
+    name = policy.retrieval.index
+    if name is None:
+        return None
+    try:
+        pointer = read_current(Path(data) / name, name)
+    except IndexStoreError:
+        return False
+    if pointer is None:  # none here (not ingested yet, or on PostgreSQL)
+        return None
+    return (Path(data) / name / pointer.generation / OFFSETS_FILE).is_file()
+
+
+def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:
+    """What an adapter reading the token alignment costs per answer, for the fit's output
+    (``stored``: :func:`index_stores_token_states`); None when it reads none. The figures
+    are ``bench/signal_cost.py``'s."""
+    used = [n for n in features if n in TOKEN_FEATURES]
+    if not used:
+        return None
+    head = f"note: this adapter reads the token alignment ({', '.join(used)})"
+    if stored is False:
+        return (
+            f"{head}, and the tenant's index stores no token states (written before ingest "
+            "stored them, or with GROUNDPROXY_TOKEN_STATES=0): its evidence sentences are "
+            "embedded once more for every answer until an ingest meets them again (documents "
+            "added or changed from now on get them; delete and ingest the others again), or "
+            "refit with --no-token-features (what each costs: python -m bench.signal_cost)"
+        )
+    return (
+        f"{head}: it reuses the token states of the verifier's own pass and those the index "
+        "stored at ingest, no extra model pass (what it costs: python -m bench.signal_cost)"
+    )
+
+
+def run_fit_command(
+    args: argparse.Namespace, data: Path, policies: Path, database_url: str | None = None
+) -> int:
+    """``calibrate --fit``; the labels are verified against the tenant's index where the
+    server keeps it (PostgreSQL when ``database_url`` is set)."""
+    tenant = validate_tenant(args.tenant)
+    if args.alpha is not None and not 0.0 < args.alpha < 1.0:
+        raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
+    policy, source = tenant_policy(policies, tenant)
+    with started_storage(data, database_url) as storage:
+        c = fit_tenant(
+            tenant,
+            data=data,
+            policy=policy,
+            labels_file=args.file,
+            alpha=args.alpha,
+            cal_fraction=args.cal_fraction,
+            seed=args.seed,
+            token_features=not args.no_token_features,
+            storage=storage,
+        )
+    f = c["fit"]
+    print(
+        f"adapter v{c['version']} for tenant {tenant} (policy {source}, verifier "
+        f"{c['verifier']}): {f['n']} labelled answers ({f['n_hallucinated']} hallucinated); "
+        f"features '{f['feature_set']}' ({len(c['features'])}), L2 C={f['C']:g} (cross-fitted)"
+    )
+    extra = (
+        f", out-of-fold balanced accuracy {f['oof_balanced_accuracy']:.4f}"
+        if ("oof_balanced_accuracy" in f)
+        else f"; {f.get('guarantee', '')}"
+    )
+    print(
+        f"threshold P(hallucinated) > {c['threshold']:.4f} ({f['threshold_rule']}){extra}; "
+        f"zero-shot rule on the same answers {f['zero_shot_balanced_accuracy']:.4f}"
+    )
+    note = token_cost_note(c["features"], index_stores_token_states(data, policy))
+    if note:
+        print(note)
+    print(f"wrote {c['path']} (in force: served from the next request)")
+    if args.json:
+        print(json.dumps(c))
+    return 0

@@ -1,0 +1,283 @@
+"""``groundproxy`` — one entry point: serve, ingest, delete, check, eval, demo, calibrate,
+models, hash-key.
+
+Flags override :class:`~groundproxy.proxy.settings.Settings`, which reads the
+``GROUNDPROXY_*`` environment variables: this module reads none itself (a flag left out is
+``None`` here and the setting, env or default, fills it in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from groundproxy.errors import BadRequestError, GroundproxyError
+from groundproxy.proxy.settings import Settings
+
+_FOLDERS = {
+    "data": "index folder (default $GROUNDPROXY_DATA, then ./data)",
+    "policies": "policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
+    "models-dir": "default $GROUNDPROXY_MODELS_DIR, then <data>/_models",
+}
+
+
+def _add_folders(p: argparse.ArgumentParser, *flags: str) -> None:
+    """Folder flags (``--data``...): None when not given, so that ``Settings`` decides."""
+    for flag in flags:
+        p.add_argument(f"--{flag}", type=Path, default=None, help=_FOLDERS[flag])
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, with the flags this command was given (those not None) on top."""
+    flags = ("host", "port", "policies", "data", "log_level", "models_dir", "workers")
+    given = {name: getattr(args, name) for name in flags if getattr(args, name, None) is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "_".join(str(p) for p in err["loc"])
+        raise BadRequestError(f"setting {name} (GROUNDPROXY_{name.upper()}): {err['msg']}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="groundproxy", description="OpenAI-compatible guardrail proxy"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the proxy")
+    p.add_argument("--host", default=None, help="default $GROUNDPROXY_HOST, then 127.0.0.1")
+    p.add_argument("--port", type=int, default=None, help="default $GROUNDPROXY_PORT, then 8080")
+    _add_folders(p, "policies", "data")
+    p.add_argument("--log-level", default=None, help="default $GROUNDPROXY_LOG_LEVEL, then info")
+    p.add_argument(
+        "--workers", type=int, default=None, help="processes (default $GROUNDPROXY_WORKERS, then 1)"
+    )
+
+    p = sub.add_parser("ingest", help="add or replace documents in a tenant's index")
+    _add_folders(p, "data")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--skip-errors", action="store_true", help="skip (and list) unreadable files")
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="ingest symlinks that point outside the given folder",
+    )
+
+    p = sub.add_parser("delete", help="delete documents from a tenant's index")
+    _add_folders(p, "data")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("doc_ids", nargs="+")
+
+    p = sub.add_parser("check", help="guard one answer without an upstream; prints JSON")
+    _add_folders(p, "data", "policies")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--answer", required=True)
+    p.add_argument("--question", default=None)
+    p.add_argument("--context-file", type=Path, default=None)
+    p.add_argument(
+        "--fail-on",
+        choices=["contradicted", "unverifiable"],
+        default=None,
+        help="exit 1 when a claim is contradicted (or, with unverifiable, either)",
+    )
+
+    p = sub.add_parser("eval", help="measure a verifier on a labelled JSONL file")
+    p.add_argument("file", type=Path)
+    p.add_argument("--verifier", default="default")
+    p.add_argument("--mode", choices=["context", "index"], default="context")
+    p.add_argument("--limit", type=int, default=None, help="score N rows drawn with --seed")
+    p.add_argument(
+        "--decision",
+        choices=["every_claim", "learned"],
+        default="every_claim",
+        help="the answer-level decision (policy verifier.decision)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the metrics object last")
+    p.add_argument(
+        "--out", type=Path, default=None, help="write rows.jsonl, roc.png, reliability.png here"
+    )
+
+    p = sub.add_parser("demo", help="sample tenant + documents + scripted upstream, end to end")
+    p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
+
+    p = sub.add_parser("calibrate", help="split-conformal thresholds for a tenant (seed 003)")
+    p.add_argument("file", type=Path, nargs="?", help="labelled rows (optional with --fit)")
+    p.add_argument("--tenant", required=True)
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="learn the tenant's adapter from its feedback (and FILE); see proxy/cli/adapt.py",
+    )
+    p.add_argument(
+        "--no-token-features",
+        action="store_true",
+        help="with --fit: leave out the token alignment (costly when the evidence comes from "
+        "an index: its sentences are embedded again)",
+    )
+    p.add_argument("--alpha", type=float, default=None, help="default 0.1; with --fit: none")
+    p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
+    _add_folders(p, "data", "policies")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cal-fraction", type=float, default=0.5)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print the calibration object last")
+
+    p = sub.add_parser("models", help="build and list verifier models (ONNX, int8)")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    m = msub.add_parser("build", help="export a Hugging Face NLI model or causal LM to ONNX")
+    m.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        help="local folder, .gguf file, or a hub id already in the local HF cache",
+    )
+    m.add_argument("--name", required=True, help="the name a policy uses (verifier.model)")
+    m.add_argument("--kind", choices=["auto", "nli", "causal-lm"], default="auto")
+    m.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="tokens per pair (default 128 for nli, 256 for causal-lm)",
+    )
+    m.add_argument(
+        "--pair-order",
+        choices=["auto", "evidence-claim", "claim-evidence"],
+        default="auto",
+        help="nli input order (auto: claim first for our ce)",
+    )
+    m.add_argument("--force", action="store_true", help="replace a model of the same name")
+    _add_folders(m, "models-dir", "data")
+    m = msub.add_parser("list", help="list the verifiers a policy can name")
+    _add_folders(m, "models-dir", "data")
+
+    p = sub.add_parser("hash-key", help="print the sha256 hash of an API key for a policy file")
+    p.add_argument("key")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.command == "serve":
+        from groundproxy.proxy.cli.serve import serve
+
+        return serve(settings)
+    if args.command == "ingest":
+        from groundproxy.proxy.cli.commands import ingest
+
+        return ingest(
+            settings.data,
+            args.tenant,
+            args.paths,
+            progress=not args.no_progress,
+            embedder_name=settings.embedder,
+            skip_errors=args.skip_errors,
+            follow_symlinks=args.follow_symlinks,
+            database_url=settings.database_url,
+            cache=settings.cache,
+        )
+    if args.command == "delete":
+        from groundproxy.proxy.cli.commands import delete
+
+        return delete(settings.data, args.tenant, args.doc_ids, settings.database_url)
+    if args.command == "check":
+        from groundproxy.proxy.cli.commands import check
+
+        return check(
+            settings.data,
+            settings.policies,
+            args.tenant,
+            args.answer,
+            args.question,
+            args.context_file,
+            embedder_name=settings.embedder,
+            cache=settings.cache,
+            fail_on=args.fail_on,
+            database_url=settings.database_url,
+        )
+    if args.command == "eval":
+        from groundproxy.proxy.cli.evaluate import run_eval_command
+
+        return run_eval_command(
+            args.file,
+            args.verifier,
+            args.mode,
+            args.limit,
+            args.json,
+            args.seed,
+            args.out,
+            decision=args.decision,
+        )
+    if args.command == "demo":
+        # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
+        # run it as its own process rather than import it, so proxy/ never imports testing/.
+        demo = [sys.executable, "-m", "groundproxy.testing.demo", "--port", str(args.port)]
+        return subprocess.call(demo)
+    if args.command == "calibrate" and args.fit:
+        from groundproxy.proxy.cli.adapt_command import run_fit_command
+
+        return run_fit_command(args, settings.data, settings.policies, settings.database_url)
+    if args.command == "calibrate":
+        from groundproxy.proxy.cli.calibrate import run_calibrate_command
+
+        if args.file is None:
+            raise BadRequestError("calibrate needs a FILE of labelled rows (or --fit)")
+
+        return run_calibrate_command(
+            args.file,
+            args.tenant,
+            0.1 if args.alpha is None else args.alpha,
+            settings.data,
+            settings.policies,
+            args.verifier,
+            args.seed,
+            args.cal_fraction,
+            args.limit,
+            args.json,
+            settings.database_url,
+        )
+    if args.command == "models":
+        from groundproxy.proxy.cli.commands import models_build, models_list
+
+        if args.models_command == "build":
+            return models_build(
+                args.source,
+                args.name,
+                settings.models_dir,
+                settings.data,
+                args.kind,
+                args.max_length,
+                args.pair_order,
+                args.force,
+            )
+        return models_list(settings.models_dir, settings.data)
+    if args.command == "hash-key":
+        from groundproxy.policies.keys import hash_key
+
+        print(hash_key(args.key))
+        return 0
+    raise AssertionError(args.command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command != "serve":
+        from groundproxy.proxy.logs import configure_logging
+
+        configure_logging("warning")  # to stderr: stdout carries the command's output
+    try:
+        code = _run(args)
+    except GroundproxyError as exc:
+        print(f"groundproxy {args.command}: error: {exc.message}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

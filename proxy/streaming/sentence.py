@@ -1,0 +1,216 @@
+"""``stream: sentence``: the upstream streams, each sentence is held until its claims are
+verified, then sent (rewritten if the policy says so).
+
+Per piece of the answer (:class:`guards.segments.SentenceSegmenter`: a sentence, a
+table, a code line) the guard runs under the policy's ``latency_budget_ms`` — the budget
+bounds how long any one sentence is held — and the piece is rendered with citation
+numbers that continue across the answer; the "Sources:" footnotes are sent once, after
+the last sentence. Code is passed through unverified and unaltered.
+
+What differs from ``buffer`` mode, because the first bytes leave before the answer is
+known:
+
+- headers: only what is known up front — ``x-request-id``, ``x-groundproxy-policy``,
+  ``x-groundproxy-step-id`` (and ``x-groundproxy-stream: sentence``). The verdict (trust,
+  action, claims, citations, latency) travels in the ``groundproxy`` object of the last
+  SSE event before ``[DONE]``, as DESIGN.md's contract for streams says;
+- ``block`` (a claim whose action is block, or the trust floor once a contradiction
+  makes the answer so far fall below it): what was sent stays sent; the blocked sentence
+  and everything after it are withheld, the policy's refusal text is sent in their place,
+  and ``finish_reason`` is ``content_filter``;
+- a guard error or a sentence past the budget: that sentence is sent as is, its claims
+  marked ``unverified``, and the answer's action becomes ``unverified``
+  (``on_guard_error: block`` refuses from that sentence on instead);
+- an upstream failure after the first byte: an SSE event ``{"error": {...}}`` in OpenAI's
+  shape, then ``[DONE]`` (the ``openai`` SDK raises it as an ``APIError``).
+
+A client that disconnects cancels the generator, which closes the upstream stream.
+Only choice 0 is guarded sentence by sentence; requests with ``n > 1`` use buffer mode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+
+from groundproxy.errors import GroundproxyError
+from groundproxy.guards import (
+    Segment,
+    SentenceSegmenter,
+    StreamedAnswer,
+    Verified,
+    parse_json_answer,
+    report_body,
+)
+from groundproxy.policies.loader import LoadedPolicy
+from groundproxy.proxy.errors import error_code, exception_body
+from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.serving.admission import Reservation
+from groundproxy.proxy.serving.guarding import GuardService
+from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
+from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
+from groundproxy.proxy.streaming.pacing import Paced
+from groundproxy.proxy.streaming.sse import ChunkWriter, sse
+from groundproxy.proxy.upstream.client import StreamDelta, Upstream, UpstreamStream, resolve_model
+
+log = structlog.get_logger(__name__)
+
+
+def wants_sentence_mode(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
+    """Sentence mode: a streamed request, a guarded policy with ``stream: sentence``, n ≤ 1,
+    no JSON ``response_format`` (JSON is guarded whole, in buffer mode)."""
+    extra = req.passthrough()
+    n = extra.get("n")
+    single = n is None or (isinstance(n, int) and n <= 1)
+    sentence = loaded.policy.stream == "sentence" and loaded.policy.guard
+    return req.stream and sentence and single and not is_json_request(extra)
+
+
+class SentenceGuard:
+    """One sentence-mode answer: each segment verified (the I/O: a worker thread, the
+    budget) and handed to :class:`guards.streamed.StreamedAnswer`, which applies the policy."""
+
+    def __init__(
+        self,
+        loaded: LoadedPolicy,
+        guard: GuardService,
+        question: str | None,
+        context: list[tuple[str, str]],
+        reservation: Reservation | None = None,
+    ) -> None:
+        self.policy = loaded.policy
+        self.guard = guard
+        self.reservation = reservation  # the request's place in the guard queue
+        self.question = question
+        self.context = context
+        self.answer = StreamedAnswer(loaded.policy)
+
+    async def piece(self, seg: Segment) -> str:
+        """The text to send for one segment ("" when it is withheld)."""
+        state = self.answer
+        if state.blocked or not seg.verify or not any(ch.isalnum() for ch in seg.text):
+            return state.passthrough(seg.text)
+        started = time.perf_counter()
+        checked = await self.guard.check(
+            seg.text, self.question, self.context, self.policy, self.reservation
+        )
+        seconds = time.perf_counter() - started
+        if isinstance(checked, Verified):  # metrics: once per answer (sentence_events)
+            return state.verified(checked, seg.offset, seconds * 1000.0)[0]
+        return state.unverified(checked, seg.offset, seconds * 1000.0)
+
+
+async def open_sentence_stream(
+    req: ChatCompletionRequest, loaded: LoadedPolicy, upstream: Upstream
+) -> UpstreamStream:
+    """Open the upstream stream (errors raise here, before the response starts)."""
+    policy = loaded.policy
+    model = resolve_model(policy.upstream, req.model)
+    messages = [m.model_dump(exclude_none=True) for m in req.messages]
+    return await upstream.stream(policy.upstream, model, messages, req.passthrough())
+
+
+async def sentence_events(
+    req: ChatCompletionRequest,
+    loaded: LoadedPolicy,
+    stream: UpstreamStream,
+    guard: GuardService,
+    step_id: str,
+    on_report: Any = None,
+    reservation: Reservation | None = None,
+) -> AsyncIterator[bytes]:
+    """SSE bytes for one sentence-mode answer (see the module docstring).
+
+    ``on_report`` (optional, async, ``(GuardReport) -> None``) is awaited with the final
+    report before the last event (trace recording). ``reservation``: the request's place in
+    the guard queue (:mod:`proxy.serving.admission`), which its segment guards draw on.
+    """
+    guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages(), reservation)
+    state = guarded.answer
+    segmenter = SentenceSegmenter()
+    out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
+    role_sent = False
+    tokens: list[Any] = []  # upstream logprobs not yet sent (they ride on unchanged text)
+    hold, json_report = JsonHold(), None
+
+    async def emit(segments: list[Segment]) -> AsyncIterator[bytes]:
+        for seg in segments:
+            text = await guarded.piece(seg)
+            logprobs = None
+            if tokens and text == seg.text:
+                logprobs = {"content": list(tokens), "refusal": None}
+            tokens.clear()  # a rewritten or withheld span's logprobs are dropped
+            if text:
+                state.sent.append(text)
+                yield out.chunk({"content": text}, logprobs)
+
+    paced = Paced(stream, loaded.policy, segmenter.holding)  # the policy's stream deadlines
+    try:
+        async for d in paced:
+            if d is None:  # held past max_hold_ms with no sentence end: send it now
+                async for piece in emit(segmenter.release()):
+                    yield piece
+                continue
+            if not out.note(d):
+                continue
+            if not role_sent:
+                role_sent = True
+                yield out.chunk({"role": d.role or "assistant", "content": ""})
+            tokens.extend((d.logprobs or {}).get("content") or [])
+            prose = hold.take(d.content) if d.content and not state.blocked else ""
+            if prose:
+                async for piece in emit(segmenter.feed(prose)):
+                    yield piece
+            calls = b"" if state.blocked else out.calls(d)  # never verified, never altered
+            if calls:
+                yield calls
+        doc = parse_json_answer(hold.text) if hold.is_json else None
+        if doc is not None:  # a JSON answer: guarded whole, stays JSON
+            json_report = await guard_json(
+                hold.text, doc, None, guarded.question, guarded.context, guarded.policy, guard
+            )
+            yield out.chunk({"content": json_report.text})
+        async for piece in emit(segmenter.feed(hold.text) if doc is None else []):
+            yield piece
+        async for piece in emit(segmenter.flush()):
+            yield piece
+        tail = state.tail()
+        if tail:
+            state.sent.append(tail)
+            yield out.chunk({"content": tail})
+    except GroundproxyError as exc:
+        log.warning("sentence_stream_failed", error=exc.message, code=error_code(exc))
+        yield sse(exception_body(exc))
+        yield sse("[DONE]")
+        return
+    finally:
+        await paced.aclose()
+        await stream.aclose()
+    report = json_report or state.report()
+    guard.observe(loaded.policy, report, report.latency_ms / 1000.0)  # once per answer
+    if on_report is not None:
+        await on_report(report)
+    finish = "content_filter" if report.blocked else (out.finish or "stop")
+    last = out.last(finish, report_body(report, loaded.policy_id))
+    log.info(
+        "guarded",
+        mode="sentence",
+        action=report.action,
+        trust=round(report.trust, 3),
+        claims=len(report.claims),
+        guard_ms=round(report.latency_ms, 1),
+    )
+    yield last
+    yield sse("[DONE]")
+
+
+__all__ = [
+    "SentenceGuard",
+    "StreamDelta",
+    "open_sentence_stream",
+    "sentence_events",
+    "wants_sentence_mode",
+]

@@ -1,0 +1,3 @@
+"""Upstream LLM clients: litellm and the direct OpenAI wire path, their error mapping and
+transport.
+"""

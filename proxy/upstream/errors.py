@@ -1,0 +1,180 @@
+"""litellm / openai / httpx errors → our tree, each with one clean sentence and a stable code.
+
+What the client reads says what happened, never how litellm wrapped it: no
+``MidStreamFallbackError: APIConnectionError: …`` chains, and an HTTP status only when the
+upstream really sent one (litellm reports a refused connection as a 500 it made up).
+
+=====================================  ======  ==========================
+what happened                          status  code
+=====================================  ======  ==========================
+connection refused / dropped           502     ``upstream_unreachable``
+no answer within the policy's timeout  504     ``upstream_timeout``
+upstream 429                           429     ``rate_limited`` (+ ``retry-after``)
+upstream 503                           503     ``upstream_unavailable`` (+ ``retry-after``)
+stream ended without a finish_reason   502     ``upstream_incomplete``
+upstream 400 (it refused the request)  400     (the client's error)
+any other upstream status or failure   502     ``upstream_error``
+=====================================  ======  ==========================
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import structlog
+
+from groundproxy.errors import (
+    BadRequestError,
+    GroundproxyError,
+    RateLimitError,
+    ServiceUnavailableError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from groundproxy.proxy.upstream.redact import redact
+
+log = structlog.get_logger(__name__)
+
+# "litellm.InternalServerError: InternalServerError: OpenAIException - upstream exploded"
+_WRAPPERS = re.compile(r"^(?:\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception|Timeout)\s*(?::|-)\s*)+")
+# the openai client's own prefix, which litellm keeps on some calls (embeddings)
+_STATUS_PREFIX = re.compile(r"^Error code: \d{3} - ")
+_TAILS = (
+    " Error_str:", " Received Model Group", " LiteLLM Retried", " No fallback model",
+    " Original exception:",
+)  # fmt: skip
+_CUT = "Stream ended before a finish_reason"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not s for s in seen):
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import httpx
+    import openai
+
+    kinds = (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)
+    return any(isinstance(e, kinds) for e in _chain(exc))
+
+
+def is_connection_drop(exc: BaseException) -> bool:
+    """Did the connection fail before any answer (not a timeout, not an HTTP status)?
+
+    litellm re-wraps openai's ``APIConnectionError`` (sometimes as a 500
+    ``InternalServerError``), so the whole ``__cause__``/``__context__`` chain is read.
+    """
+    import httpx
+    import openai
+
+    if _is_timeout(exc):
+        return False
+    kinds = (
+        openai.APIConnectionError,
+        httpx.ConnectError,
+        httpx.RemoteProtocolError,
+        httpx.ReadError,
+    )
+    for e in _chain(exc):
+        if isinstance(e, kinds):
+            return True
+        if "Connection error" in str(getattr(e, "message", "")):
+            return True
+    return False
+
+
+def upstream_message(exc: BaseException) -> str:
+    """The upstream's own words, without litellm's wrapper names, redacted, one line."""
+    msg = str(getattr(exc, "message", "") or exc)
+    msg = _STATUS_PREFIX.sub("", _WRAPPERS.sub("", " ".join(msg.split())))
+    for tail in _TAILS:
+        msg = msg.split(tail, 1)[0]
+    return redact(msg.strip().rstrip("."))[:500]
+
+
+def _real_status(exc: BaseException) -> int | None:
+    """The HTTP status the upstream really sent (a response that came over the wire)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    headers = getattr(response, "headers", None)
+    if isinstance(status, int) and headers:  # litellm's made-up responses carry no headers
+        return status
+    return None
+
+
+def retry_after(exc: BaseException) -> str | None:
+    """The upstream's ``retry-after`` header, when it sent one."""
+    for e in _chain(exc):
+        headers = getattr(getattr(e, "response", None), "headers", None)
+        value = headers.get("retry-after") if headers is not None else None
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:32]
+    return None
+
+
+def error_sentence(lead: str, detail: str) -> str:
+    """``"Lead: detail."`` (or ``"Lead."`` without a detail): one clean client sentence."""
+    return f"{lead}: {detail}." if detail else f"{lead}."
+
+
+def status_error(status: int, detail: str) -> GroundproxyError:
+    """An upstream's HTTP error status (and its message) → our tree: 429 ``rate_limited``,
+    503 ``upstream_unavailable``, 400 the client's error, any other ``upstream_error``."""
+    if status == 429:
+        return RateLimitError(
+            error_sentence("The upstream model provider is rate limiting", detail)
+        )
+    if status == 503:
+        return ServiceUnavailableError(
+            error_sentence("The upstream model provider is unavailable", detail),
+            code="upstream_unavailable",
+        )
+    if status == 400:
+        return BadRequestError(
+            error_sentence("The upstream model provider refused the request", detail)
+        )
+    return UpstreamError(
+        error_sentence(f"The upstream model provider returned HTTP {status}", detail)
+    )
+
+
+def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
+    """litellm/openai errors → our tree (module docstring); ours pass through unchanged."""
+    if isinstance(exc, GroundproxyError):
+        return exc
+    status = _real_status(exc)
+    detail = upstream_message(exc)
+    log.warning("upstream_error", error_type=type(exc).__name__, status=status)
+    mapped: GroundproxyError
+    if is_connection_drop(exc):
+        mapped = UpstreamError(
+            "The upstream model provider could not be reached (the connection failed).",
+            code="upstream_unreachable",
+        )
+    elif _is_timeout(exc) or isinstance(exc, litellm.Timeout):
+        mapped = UpstreamTimeoutError("The upstream model provider did not answer in time.")
+    elif _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
+        mapped = UpstreamError(
+            "The upstream's stream ended before the answer was complete (no finish_reason).",
+            code="upstream_incomplete",
+        )
+    elif status == 429 or isinstance(exc, litellm.RateLimitError):
+        mapped = status_error(429, detail)
+    elif status == 503:  # only a real one: litellm labels failures of its own 503 too
+        mapped = status_error(503, detail)
+    elif isinstance(exc, litellm.BadRequestError) and not isinstance(
+        exc, litellm.AuthenticationError
+    ):
+        mapped = status_error(400, detail)
+    elif status is not None:
+        mapped = status_error(status, detail)
+    else:
+        mapped = UpstreamError(error_sentence("The upstream model provider failed", detail))
+    mapped.retry_after = retry_after(exc)
+    return mapped

@@ -1,0 +1,300 @@
+"""The upstream spoken to directly over the OpenAI wire protocol (``upstream.transport``).
+
+For an OpenAI-compatible upstream (vLLM, Ollama, llama.cpp, LocalAI, another OpenAI
+proxy, OpenAI itself) litellm translates nothing: it rebuilds the request, calls the OpenAI
+SDK and rebuilds the answer as its own objects — about three quarters of the proxy's CPU per
+unguarded request. :class:`WireUpstream` posts the client's body (``model`` replaced, every
+other field as the client sent it) to ``{api_base}/chat/completions`` (``/embeddings``,
+``/completions``) with one pooled ``httpx`` client, and reads the answer as plain JSON —
+or, streamed, as server-sent events through the same :class:`~proxy.upstream.types.ChunkStream`
+parser the litellm path uses. Error bodies are cut at :data:`ERROR_BODY_LIMIT` bytes
+(:mod:`proxy.upstream.transport`) and map to the same codes as litellm's errors
+(:mod:`proxy.upstream.errors`: 400 → the client's error, 429 → ``rate_limited``, 503 →
+``upstream_unavailable``, other statuses → ``upstream_error``, refused/dropped →
+``upstream_unreachable``, the policy's ``timeout_s`` → ``upstream_timeout``). A pooled
+connection the server dropped before any answer is retried once, as on the litellm path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import structlog
+
+from groundproxy.errors import (
+    GroundproxyError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from groundproxy.policies.schema import UpstreamPolicy
+from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.upstream.errors import error_sentence, is_connection_drop
+from groundproxy.proxy.upstream.errors import status_error as status_mapped
+from groundproxy.proxy.upstream.redact import redact, remember_secret
+from groundproxy.proxy.upstream.transport import ERROR_BODY_LIMIT, BoundedErrorTransport
+from groundproxy.proxy.upstream.types import (
+    ChunkStream,
+    Completion,
+    UpstreamAnswer,
+    collect,
+)
+
+__all__ = ["WIRE_PREFIXES", "WireUpstream", "wire_model"]
+
+log = structlog.get_logger(__name__)
+
+Json = dict[str, Any]
+_MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is not a chat chunk
+
+
+#: litellm model strings that mean "an OpenAI-compatible API, this model name": the wire
+#: client sends the name after the prefix.
+WIRE_PREFIXES = ("openai/", "text-completion-openai/")
+
+
+def wire_model(model: str) -> str:
+    """The model name the upstream gets: a litellm-style ``openai/`` (or
+    ``text-completion-openai/``) prefix is dropped."""
+    for prefix in WIRE_PREFIXES:
+        if model.startswith(prefix):
+            return model[len(prefix) :]
+    return model
+
+
+def _headers(upstream: UpstreamPolicy) -> dict[str, str]:
+    headers = {"content-type": "application/json", **forwarded_headers()}
+    key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
+    if key:
+        remember_secret(key)  # redacted from any upstream error text (proxy.upstream.redact)
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _url(upstream: UpstreamPolicy, path: str) -> str:
+    base = upstream.api_base or "https://api.openai.com/v1"
+    return f"{base.rstrip('/')}/{path}"
+
+
+def _error_detail(body: bytes) -> str:
+    """The upstream's own message from an error body (OpenAI's shape, or its text)."""
+    text = body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        msg = err.get("message") if isinstance(err, dict) else err
+        text = msg if isinstance(msg, str) else json.dumps(msg)
+    return redact(" ".join(text.split()).rstrip("."))[:500]
+
+
+def status_error(status: int, body: bytes, headers: httpx.Headers) -> GroundproxyError:
+    """An upstream error response → our tree (``proxy.upstream.errors.status_error``)."""
+    log.warning("upstream_error", error_type="HTTPStatus", status=status)
+    mapped = status_mapped(status, _error_detail(body))
+    value = headers.get("retry-after")
+    mapped.retry_after = value.strip()[:32] if value and value.strip() else None
+    return mapped
+
+
+def map_wire_error(exc: Exception) -> GroundproxyError:
+    """A transport failure (or ours, passed through) → our tree."""
+    if isinstance(exc, GroundproxyError):
+        return exc
+    log.warning("upstream_error", error_type=type(exc).__name__, status=None)
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return UpstreamTimeoutError("The upstream model provider did not answer in time.")
+    if is_connection_drop(exc):
+        return UpstreamError(
+            "The upstream model provider could not be reached (the connection failed).",
+            code="upstream_unreachable",
+        )
+    detail = redact(" ".join(str(exc).split()))[:500]
+    return UpstreamError(error_sentence("The upstream model provider failed", detail))
+
+
+def _not_json(what: str) -> UpstreamError:
+    return UpstreamError(f"The upstream model provider answered with {what}, not JSON.")
+
+
+async def _sse_chunks(response: httpx.Response) -> AsyncGenerator[Json, None]:
+    """``data:`` events of a chat stream as dicts, up to ``[DONE]``; an ``error`` event
+    raises. :meth:`_EventStream.aclose` closes the response."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            if sum(len(d) for d in data) > _MAX_EVENT_BYTES:
+                raise UpstreamError("The upstream sent a stream event over 16 MiB.")
+            continue
+        if line or not data:
+            continue  # comments, event:/id: fields; blank lines between events
+        payload, data = "\n".join(data), []
+        if payload.strip() == "[DONE]":
+            return
+        chunk = _event(payload)
+        if chunk is not None:
+            yield chunk
+    if data and "\n".join(data).strip() != "[DONE]":  # a last event without a blank line
+        chunk = _event("\n".join(data))
+        if chunk is not None:
+            yield chunk
+
+
+def _event(payload: str) -> Json | None:
+    """One SSE ``data`` payload → a chunk dict (an ``error`` event raises)."""
+    try:
+        chunk = json.loads(payload)
+    except ValueError as exc:
+        raise _not_json("a stream event") from exc
+    if not isinstance(chunk, dict):
+        return None
+    if chunk.get("error") and not chunk.get("choices"):
+        detail = _error_detail(json.dumps(chunk).encode())
+        raise UpstreamError(error_sentence("The upstream's stream failed", detail))
+    return chunk
+
+
+def _pool() -> httpx.AsyncBaseTransport:
+    """One event loop's connection pool: no cap on open connections (the admission
+    control and the upstream's own limits decide), idle ones kept for reuse."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
+    return httpx.AsyncHTTPTransport(limits=limits)
+
+
+class _EventStream:
+    """The open SSE response as an async iterable of chunk dicts. ``aclose()`` closes the
+    response, shielded; a stream left before its end (a client hang-up) also has its
+    connection's socket closed outright, so the upstream hears it at once: the hang-up
+    cancels a read in flight in another task, and httpx then counts the response closed
+    while its pooled connection stays open and unread."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._ended = False
+        self._events = self._read()
+
+    async def _read(self) -> AsyncGenerator[Json, None]:
+        async for chunk in _sse_chunks(self._response):
+            yield chunk
+        self._ended = True
+
+    def __aiter__(self) -> AsyncIterator[Json]:
+        return self._events
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            # RuntimeError: a read still pending in a cancelled task (the response closes it)
+            with contextlib.suppress(RuntimeError):
+                await self._events.aclose()
+            socket = self._response.extensions.get("network_stream")
+            if not self._ended and socket is not None:
+                with contextlib.suppress(Exception):
+                    await socket.aclose()
+            await self._response.aclose()
+
+
+class WireUpstream:
+    """The :class:`~proxy.upstream.types.Upstream` of ``transport: openai`` (module
+    docstring); one per process, its connection pool shared by every tenant using it."""
+
+    def __init__(self) -> None:
+        self._client = httpx.AsyncClient(transport=BoundedErrorTransport(inner=_pool))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _send(
+        self, upstream: UpstreamPolicy, path: str, body: Json, *, stream: bool
+    ) -> httpx.Response:
+        """POST, retried once when a pooled connection was dropped before any answer;
+        an error status raises (its body is bounded by the transport)."""
+        request = self._client.build_request(
+            "POST",
+            _url(upstream, path),
+            content=json.dumps(body).encode(),
+            headers=_headers(upstream),
+            timeout=upstream.timeout_s,
+        )
+        try:
+            try:
+                response = await self._client.send(request, stream=True)
+            except Exception as exc:
+                if not is_connection_drop(exc):
+                    raise
+                log.info("upstream_connection_dropped_retrying")
+                response = await self._client.send(request, stream=True)
+            if response.status_code >= 400:
+                content = await response.aread()
+                await response.aclose()
+                raise status_error(response.status_code, content[:ERROR_BODY_LIMIT],
+                                   response.headers)  # fmt: skip
+            if not stream:
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+        except Exception as exc:
+            raise map_wire_error(exc) from exc
+        return response
+
+    async def _json(self, upstream: UpstreamPolicy, path: str, body: Json) -> tuple[Json, float]:
+        started = time.perf_counter()
+        response = await self._send(upstream, path, body, stream=False)
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise _not_json("a body that is not JSON") from exc
+        if not isinstance(data, dict):
+            raise _not_json("a JSON value that is not an object")
+        return data, time.perf_counter() - started
+
+    async def complete(
+        self,
+        upstream: UpstreamPolicy,
+        model: str,
+        messages: list[Json],
+        extra: Json,
+        stream: bool = False,
+    ) -> UpstreamAnswer:
+        """One completion; with ``stream`` the upstream streams and the chunks are collected."""
+        if stream:
+            return await collect(await self.stream(upstream, model, messages, extra))
+        body = {**extra, "model": wire_model(model), "messages": messages}
+        data, seconds = await self._json(upstream, "chat/completions", body)
+        if not isinstance(data.get("choices"), list):
+            raise UpstreamError("The upstream model provider answered without any choices.")
+        return UpstreamAnswer(Completion.from_body(data), seconds)
+
+    async def stream(
+        self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json
+    ) -> ChunkStream:
+        """Open a streamed completion; connection and status errors raise here."""
+        body = {**extra, "model": wire_model(model), "messages": messages, "stream": True}
+        started = time.perf_counter()
+        response = await self._send(upstream, "chat/completions", body, stream=True)
+        return ChunkStream(_EventStream(response), map_wire_error, started)
+
+    async def embed(
+        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json
+    ) -> tuple[Json, float]:
+        """``POST {api_base}/embeddings``: the upstream's body as it is."""
+        body = {k: v for k, v in extra.items() if v is not None}
+        return await self._json(
+            upstream, "embeddings", {**body, "model": wire_model(model), "input": inputs}
+        )
+
+    async def text_complete(
+        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: Json
+    ) -> tuple[Json, float]:
+        """``POST {api_base}/completions`` (legacy completions): the upstream's body."""
+        body = {**extra, "model": wire_model(model), "prompt": prompt}
+        return await self._json(upstream, "completions", body)
