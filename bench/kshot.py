@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.accuracy import lexical_scores
+from bench.needs_data import SHARED, require
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
@@ -56,7 +57,7 @@ from groundproxy.proxy.storage.adapters import shipped_decision
 from groundproxy.proxy.storage.feedback import parse_labelled
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = SHARED
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
 POOL_SEED = 1234
 # The code that produces the cached signals (the serve path up to answer_signals); the
@@ -242,6 +243,7 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    require(args.data)
     ks = [int(k) for k in args.ks.split(",")]
     files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     if args.only:

@@ -20,7 +20,8 @@ from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 
 SAMPLES = Path(__file__).resolve().parent.parent / "testing" / "samples"
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# small seeded slices of ../shared/data, vendored (tests/data/README.md): no test reads ../shared
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 KEYS = {
     "acme": "sk-acme-test-key",
