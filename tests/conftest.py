@@ -3,6 +3,7 @@ fake-upstream server process, and test tenants' policy files."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -36,6 +37,15 @@ KEYS = {
 }
 ADMIN_KEYS = {"acme": "sk-acme-admin-key", "globex": "sk-globex-admin-key"}
 
+# a JSON answer whose numbers and date are wrong against testing/samples (12 months, 599
+# euros, March 2024): tests/proxy/test_json_facts_api.py
+PRODUCT_SHEET = json.dumps({
+    "product": "Acme vacuum robot",
+    "warranty_months": 24,
+    "battery_warranty_months": 6,
+    "models": [{"name": "Acme R3", "launched": "2023-03", "price_eur": 699}],
+})  # fmt: skip
+
 UPSTREAM_SCRIPT: dict[str, Any] = {
     "default": "I do not know.",
     "rules": [
@@ -50,6 +60,7 @@ UPSTREAM_SCRIPT: dict[str, Any] = {
             "for a full refund.",
         },
         {"match": "context question", "answer": "The meeting is on Tuesday at 10:00 in room 4."},
+        {"match": "product sheet", "answer": PRODUCT_SHEET},
     ],
 }
 
@@ -124,8 +135,6 @@ def share_index_files(directory: Path) -> None:
 def upstream_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = free_port()
     script = tmp_path_factory.mktemp("upstream") / "script.json"
-    import json
-
     script.write_text(json.dumps(UPSTREAM_SCRIPT), encoding="utf-8")
     proc: subprocess.Popen[bytes] = start_fake_upstream(port, script)
     try:
