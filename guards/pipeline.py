@@ -1,5 +1,6 @@
 """One guarded answer: :func:`run_guard` = :func:`guards.stages.verify` (decompose →
-evidence → rules → ONE verifier batch) then :func:`guards.stages.apply` (decide → rewrite).
+evidence → rules → ONE verifier batch) then :func:`guards.action.apply` (decide → action →
+rewrite).
 
 Rules run before the verifier because they need only texts, and a value mismatch yields
 a correction; each correction is scored against the evidence it came from in the same
@@ -27,9 +28,10 @@ import dataclasses
 from collections.abc import Sequence
 
 from groundproxy.errors import GuardError
+from groundproxy.guards.action import apply
 from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
 from groundproxy.guards.failures import unverified_report
-from groundproxy.guards.stages import EvidenceFn, apply, verify
+from groundproxy.guards.stages import EvidenceFn, verify
 from groundproxy.guards.types import (
     Claim,
     Embedder,

@@ -1,8 +1,8 @@
-"""Runs the guard's two stages (:mod:`guards.stages`) for one answer: off the event loop,
-inside the policy's latency budget.
+"""Runs the guard's two stages (:mod:`guards.stages`, :mod:`guards.action`) for one answer:
+off the event loop, inside the policy's latency budget.
 
 What an answer becomes when the guard fails or overruns is decided in
-:mod:`guards.failures` (``on_guard_error``, the budget); this module only catches and
+:mod:`guards.action` (``on_guard_error``, the budget); this module only catches and
 times. :func:`build_guard` is the one place a guard is wired (serve, check, eval,
 calibrate, the benchmarks).
 """
@@ -72,7 +72,7 @@ async def off_loop(
     *args: object,
     budget_spent: bool = False,
 ) -> GuardReport:
-    """``fn(answer, policy, *args, halt=...)`` (a :mod:`guards.failures` report) in a worker
+    """``fn(answer, policy, *args, halt=...)`` (a :mod:`guards.action` failure report) in a worker
     thread, its claim splitting cut short after REPORT_S — at once when ``budget_spent``
     (the cheap sentence split: a 20,000-word answer's clause split took 45 ms more): the
     event loop never splits a (possibly huge) answer, and an answer past its budget is not
@@ -320,7 +320,7 @@ class GuardService:
     ) -> Verified | GuardReport:
         """Stage 1 in a worker thread (after the queue, :mod:`proxy.serving.admission`) within the
         policy's latency budget; when shed, on a failure or past the budget, the report
-        :mod:`guards.failures` decides instead (``on_guard_error: block`` refuses).
+        :mod:`guards.action` decides instead (``on_guard_error: block`` refuses).
         ``reservation``: the place of the request this guard belongs to (a stream's
         segments pass it; else the one the request's context made is taken)."""
         budget_s = policy.latency_budget_ms / 1000.0

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
+from groundproxy.guards.action import answer_action, below_floor
 from groundproxy.guards.decide import (
     CONTRADICTION_MIN,
     MISMATCH_CAP,
     MISMATCH_FLOOR,
     MISSING_CAP,
-    answer_action,
-    below_floor,
     contradiction_bar,
     decide_claim,
     resolve_threshold,

@@ -1,16 +1,17 @@
-"""The guard's two stages (guards.stages), the failure decisions (guards.failures) and the
-piece-by-piece answer of sentence streaming (guards.streamed), with the real lexical
-verifier and request-context evidence."""
+"""The guard's two stages (guards.stages, guards.action), the failure decisions
+(guards.action) and the piece-by-piece answer of sentence streaming (guards.streamed), with
+the real lexical verifier and request-context evidence."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from groundproxy.errors import GuardError, GuardTimeoutError
-from groundproxy.guards.failures import budget_error, disabled_report, failure_report
+from groundproxy.guards.action import Segment, apply, disabled_report, failure_report
+from groundproxy.guards.failures import budget_error
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn, run_guard
-from groundproxy.guards.stages import Segment, Verified, apply, verify
+from groundproxy.guards.stages import Verified, verify
 from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.policies.schema import Policy, local_policy
 
