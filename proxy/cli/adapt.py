@@ -38,32 +38,21 @@ from groundproxy.guards import (
     LOGPROB_FEATURES,
     LOGPROB_SETS,
     TOKEN_FEATURES,
-    answer_signals,
     conformal_threshold,
-    decide_claims,
     features_from_signals,
     impute_missing,
-    verified_logprobs,
 )
+from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.policies.schema import Policy
-from groundproxy.proxy.serving.guarding import GuardService, build_guard
+from groundproxy.proxy.offline import signals_of
+from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage
-from groundproxy.proxy.storage.feedback import Labelled, read_labelled
+from groundproxy.proxy.storage.feedback import read_labelled
 
 MIN_ROWS = 10
 C_GRID = (0.001, 0.01, 0.1, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
 Matrix = npt.NDArray[np.float64]
-
-
-def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dict[str, Any], int]:
-    """(adapter signals, zero-shot prediction) of one labelled answer, by the serve path."""
-    context = [("context", c) for c in item.context]
-    verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
-    results = decide_claims(verified, policy)
-    rule = int(not results or any(r.verdict != "supported" for r in results))
-    sure = verified_logprobs(verified, item.logprobs)
-    return answer_signals(verified, results, guard.alignment(verified), sure), rule
 
 
 def _standardize(x: Matrix) -> tuple[Matrix, Matrix]:
@@ -78,14 +67,6 @@ def _model(x: Matrix, y: npt.NDArray[np.int64], c: float) -> Any:
     m = LogisticRegression(C=c, class_weight="balanced", max_iter=2000)
     m.fit(x, y)
     return m
-
-
-def balanced_accuracy(y: Sequence[int], pred: Sequence[int]) -> float:
-    pos = [p for t, p in zip(y, pred, strict=True) if t == 1]
-    neg = [p for t, p in zip(y, pred, strict=True) if t == 0]
-    if not pos or not neg:
-        return math.nan
-    return 0.5 * (sum(pos) / len(pos) + sum(1 - p for p in neg) / len(neg))
 
 
 def best_threshold(y: Sequence[int], p: Sequence[float]) -> float:

@@ -58,7 +58,7 @@ from groundproxy.policies.schema import Policy
 from groundproxy.proxy.cli.evaluate import Row, eval_policy, read_rows
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage, started_storage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage, started_storage
 
 log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
@@ -246,7 +246,7 @@ def calibrate(
     seed: int = 0,
     cal_fraction: float = 0.5,
     limit: int | None = None,
-    storage: Storage | None = None,
+    storage: GuardStorage | None = None,
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the calibration and write the tenant's calibration (into ``storage``, default the

@@ -44,7 +44,7 @@ from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
-from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
 
 log = structlog.get_logger(__name__)
 
@@ -384,7 +384,7 @@ def build_guard(
     embedder: Embedder | None = None,
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
-    storage: Storage | None = None,
+    storage: GuardStorage | None = None,
 ) -> GuardService:
     """The guard for ``settings`` (see :func:`proxy.serving.guard_build.build_parts`); indexes,
     calibration and adapters from ``storage`` (default: the files under ``settings.data``)."""

@@ -20,7 +20,7 @@ from groundproxy.proxy.app import create_app
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.testing.embedders import HashingEmbedder
 from tests.conftest import KEYS
 
 
