@@ -47,7 +47,7 @@ from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_s
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
-from groundproxy.proxy.cli.adapt import fit_combiner
+from groundproxy.proxy.cli.adapt import Candidates, fit_combiner
 from groundproxy.proxy.offline import eval_policy, signals_of
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
@@ -104,7 +104,7 @@ def extract(
 
 # The adapter as first shipped (the 17 legacy features, C = 1) beside the current fit.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "adapted-v1": {"feature_sets": {"legacy": LEGACY_FEATURES}, "cs": (1.0,)},
+    "adapted-v1": {"candidates": Candidates({"legacy": LEGACY_FEATURES}, (1.0,))},
     "adapted": {},
 }
 COLUMNS = ("zero", "learned", "adapted-v1", "adapted", "lexical")

@@ -47,7 +47,7 @@ from groundproxy.guards.logprobs import (
     parse_logprobs,
     verified_logprobs,
 )
-from groundproxy.guards.pipeline import evidence_fn, run_guard
+from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
 from groundproxy.guards.report import header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
 from groundproxy.guards.stages import Verified, verify
@@ -62,6 +62,7 @@ __all__ = [
     "LOGPROB_SETS",
     "TOKEN_FEATURES",
     "Adapter",
+    "Backends",
     "CachingVerifier",
     "Segment",
     "SentenceSegmenter",

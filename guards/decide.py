@@ -31,6 +31,7 @@ adapter, the trust floor, failures) is decided in :mod:`guards.action`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from groundproxy.guards.rules import RuleResult
 from groundproxy.guards.types import CONTRADICTION_MIN as CONTRADICTION_MIN  # re-export
@@ -116,23 +117,32 @@ def _ranked(
     return [evidence[i] for i in order if getattr(probs[i], key) >= minimum][:MAX_CITATIONS]
 
 
+@dataclass(frozen=True)
+class Bars:
+    """What a claim's probabilities are measured against: the P(supported) ``threshold``
+    (:func:`resolve_threshold`), the most normalized entropy a ``supported`` verdict may have
+    (``max_uncertainty``) and the verifier's contradiction bar (:func:`contradiction_bar`)."""
+
+    threshold: float
+    max_uncertainty: float
+    contradiction_min: float = CONTRADICTION_MIN
+
+
 def decide_claim(
     claim: Claim,
     evidence: Sequence[Evidence],
     probs: Sequence[Probs],
     rule: RuleResult,
-    *,
-    threshold: float,
-    max_uncertainty: float,
+    bars: Bars,
     correction_probs: Probs | None = None,
-    contradiction_min: float = CONTRADICTION_MIN,
 ) -> ClaimResult:
     """Verdict, probabilities, citations and explanation for one claim.
 
     ``probs[i]`` scores (``evidence[i]``, claim); ``correction_probs`` scores the rule's
-    correction against the evidence that produced it, when there is one;
-    ``contradiction_min`` is the verifier's bar (:func:`contradiction_bar`).
+    correction against the evidence that produced it, when there is one.
     """
+    threshold, max_uncertainty = bars.threshold, bars.max_uncertainty
+    contradiction_min = bars.contradiction_min
     if len(evidence) != len(probs):
         raise ValueError("one Probs per evidence passage is required")
     if not evidence:

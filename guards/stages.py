@@ -24,6 +24,7 @@ from groundproxy.guards.claims import decompose
 from groundproxy.guards.conflicts import resolve
 from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
+    Bars,
     contradiction_bar,
     decide_claim,
     model_threshold,
@@ -82,10 +83,10 @@ def verify(
     policy: Policy,
     verifier: Verifier,
     evidence_for: EvidenceFn,
-    threshold: float | None = None,
     halt: Stop | None = None,
 ) -> Verified:
     """Stage 1. Backend failures raise :class:`GuardError` (domain errors pass as they are).
+    A calibrated threshold in force is the caller's to set (``Verified.threshold``).
 
     Only the first ``policy.max_answer_chars`` (cut at a sentence end) are verified; the
     rest is :attr:`Verified.tail`, returned unverified by :func:`apply`. ``halt`` (true
@@ -137,7 +138,6 @@ def verify(
         ],
         verifier=verifier.name,
         contradiction_min=contradiction_bar(verifier),
-        threshold=threshold,
         model_threshold=model_threshold(verifier),
         latency_ms=(time.perf_counter() - started) * 1000.0,
         question=question,
@@ -174,17 +174,9 @@ def _score(verifier: Verifier, pairs: list[Pair], halt: Stop | None) -> list[Pro
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
     tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
+    bars = Bars(tau, policy.verifier.max_uncertainty, verified.contradiction_min)
     results = [
-        decide_claim(
-            s.claim,
-            s.evidence,
-            s.probs,
-            s.rule,
-            threshold=tau,
-            max_uncertainty=policy.verifier.max_uncertainty,
-            correction_probs=s.correction_probs,
-            contradiction_min=verified.contradiction_min,
-        )
+        decide_claim(s.claim, s.evidence, s.probs, s.rule, bars, s.correction_probs)
         for s in verified.claims
     ]
     for s, r in zip(verified.claims, results, strict=True):

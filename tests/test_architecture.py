@@ -55,35 +55,19 @@ LAYERS: dict[str, int] = {
 RUNTIME = frozenset(top for top, layer in LAYERS.items() if layer <= 6) - {f"{PACKAGE}.testing"}
 GUARDS_SURFACE = frozenset({f"{PACKAGE}.guards", f"{PACKAGE}.guards.types"})
 PROXY_SURFACE = frozenset({f"{PACKAGE}.proxy.offline"})
-# Functions over MAX_PARAMS in the files the serving refactor (issue 28, items 1-2) rewrites:
-# each goes when that refactor lands (a request-scoped object instead of the argument list).
+# Functions over MAX_PARAMS that the serving refactor (issue 28, items 1-2: build_app + Deps,
+# one serving object per endpoint, one guarded_call with a request-scoped object) rewrites.
+# Each goes when that lands; then this set is empty.
 PARAMS_ALLOWED = frozenset(
     {
+        # in the files that refactor rewrites
         "groundproxy.proxy.routes.chat._incremental_response",
         "groundproxy.proxy.serving.chat.guarded_completion",
-        # being fixed on this branch (issue 28, item 6), one by one:
-        "groundproxy.guards.decide.decide_claim",
-        "groundproxy.guards.pipeline.run_guard",
-        "groundproxy.guards.stages.verify",
-        "groundproxy.integrations.check_client.CheckClient.check",
-        "groundproxy.models.batching.MicroBatcher.__init__",
-        "groundproxy.models.build.build_model",
-        "groundproxy.proxy.cli.adapt.fit_combiner",
-        "groundproxy.proxy.cli.adapt.fit_tenant",
-        "groundproxy.proxy.cli.calibrate.calibrate",
-        "groundproxy.proxy.cli.calibrate.run_calibrate_command",
-        "groundproxy.proxy.cli.commands.check",
-        "groundproxy.proxy.cli.commands.ingest",
-        "groundproxy.proxy.cli.commands.models_build",
-        "groundproxy.proxy.cli.evaluate.evaluate",
-        "groundproxy.proxy.cli.evaluate.run_eval_command",
-        "groundproxy.proxy.serving.guarding.GuardService.verify_sync",
+        # called from those files with the request's data as arguments (step id, request
+        # id, policy id, question, context …): their lists become the request-scoped object
         "groundproxy.proxy.serving.json_answer.guard_json",
         "groundproxy.proxy.serving.traces.record_step",
-        "groundproxy.proxy.storage.sqlite_traces.TraceStore.record",
         "groundproxy.proxy.streaming.sentence.sentence_events",
-        "groundproxy.retrieval.ingest.ingest_paths_with",
-        "groundproxy.retrieval.vector_index.HnswVectorIndex.__init__",
     }
 )
 

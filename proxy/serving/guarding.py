@@ -10,6 +10,7 @@ calibrate, the benchmarks).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -158,23 +159,19 @@ class GuardService:
         return found if found.count > 0 else None
 
     def verify_sync(
-        self,
-        answer: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
-        policy: Policy,
-        *,
-        index: IndexChoice = TENANT_INDEX,
-        threshold: float | None = None,
-        cache: bool = True,
-        stop: Callable[[], bool] | None = None,
-    ) -> Verified:
+        self, answer: str, question: str | None, context: Context, policy: Policy,
+        **options: Unpack[VerifyOptions],
+    ) -> Verified:  # fmt: skip
         """Stage 1 with the tenant's index, verdict cache and calibrated threshold.
 
-        ``index`` replaces the tenant's (eval's temporary index, or None: request context
-        only); ``threshold`` the calibrated one; ``stop`` (true once the caller gave up)
+        ``options`` (:class:`VerifyOptions`): ``index`` replaces the tenant's (eval's
+        temporary index, or None: request context only); ``threshold`` the calibrated one;
+        ``cache`` False skips the verdict cache; ``stop`` (true once the caller gave up)
         ends the work at verify's next check. Failures raise (GroundproxyError).
         """
+        index = options.get("index", TENANT_INDEX)
+        threshold = options.get("threshold")
+        cache = options.get("cache", True)
         parts = self.parts
         verifier = self.verifier(policy.verifier.model)
         if threshold is None:  # verifier.threshold: calibrated → the tenant's file
@@ -190,11 +187,11 @@ class GuardService:
                 policy=policy,
                 verifier=cached if cache else verifier,
                 evidence_for=evidence,
-                threshold=threshold,
-                halt=stop,
+                halt=options.get("stop"),
             )
         finally:
             parts.batching.leave()
+        verified = dataclasses.replace(verified, threshold=threshold)
         if cache:
             stats = parts.verdict_cache.stats()
             log.info(

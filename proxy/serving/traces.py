@@ -28,7 +28,7 @@ import structlog
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStep, TraceStores
 
 log = structlog.get_logger(__name__)
 
@@ -105,19 +105,9 @@ async def record_step(
 
     import anyio
 
-    call = functools.partial(
-        trace.stores.get(trace.tenant).record,
-        step_id=step_id,
-        trace_id=trace.trace_id,
-        parents=trace.parents,
-        request_id=request_id,
-        policy_id=policy_id,
-        question=question,
-        context=list(context),
-        report=report,
-        settings=trace.settings,
-        model=trace.model,
-    )
+    step = TraceStep(step_id, request_id, policy_id, question, list(context), trace.trace_id,
+                     trace.parents, trace.model)  # fmt: skip
+    call = functools.partial(trace.stores.get(trace.tenant).record, step, report, trace.settings)
     try:
         return await anyio.to_thread.run_sync(call)
     except (sqlite3.Error, OSError) as exc:

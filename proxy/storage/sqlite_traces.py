@@ -66,6 +66,21 @@ def context_digest(context: Sequence[tuple[str, str]]) -> str:
 
 
 @dataclass(frozen=True)
+class TraceStep:
+    """One guarded generation as its trace records it: who asked, under which policy, what
+    (the question and context are stored as digests only) and where it joins the trace."""
+
+    step_id: str
+    request_id: str
+    policy_id: str
+    question: str | None
+    context: Sequence[tuple[str, str]]
+    trace_id: str | None = None
+    parents: Sequence[str] = ()
+    model: str = ""
+
+
+@dataclass(frozen=True)
 class StoredNode:
     step_id: str
     trace_id: str
@@ -256,22 +271,15 @@ class TraceStore:
 
     def record(
         self,
-        *,
-        step_id: str,
-        trace_id: str | None,
-        parents: Sequence[str],
-        request_id: str,
-        policy_id: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
+        step: TraceStep,
         report: GuardReport,
         settings: TracesPolicy,
         now: float | None = None,
-        model: str = "",
     ) -> str:
         """Store one node; returns its trace id."""
         now = time.time() if now is None else now
         not_before = now - settings.retention_hours * 3600.0
+        trace_id, parents, step_id = step.trace_id, step.parents, step.step_id
         if trace_id is None:
             first = self.get(parents[:1], not_before) if parents else {}
             trace_id = first[parents[0]].trace_id if first else step_id
@@ -280,16 +288,16 @@ class TraceStore:
             trace_id=trace_id,
             parents=tuple(parents),
             created=now,
-            request_id=request_id[:128],
-            policy=policy_id,
-            question_sha256=_sha256(question or ""),
-            context_sha256=context_digest(context),
+            request_id=step.request_id[:128],
+            policy=step.policy_id,
+            question_sha256=_sha256(step.question or ""),
+            context_sha256=context_digest(step.context),
             answer=report.original[:MAX_ANSWER_CHARS],
             trust=round(report.trust, 4),
             action=report.action,
             claims=_claims(report),
         )
-        self._insert(node, report, model)
+        self._insert(node, report, step.model)
         with self._lock:
             self._writes += 1
             prune = self._writes % PRUNE_EVERY == 1

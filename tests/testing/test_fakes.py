@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from groundproxy.errors import GuardError, ModelLoadError, PolicyError
-from groundproxy.guards.pipeline import run_guard
+from groundproxy.guards.pipeline import Backends, run_guard
 from groundproxy.guards.types import Embedder, Pair, Probs, Verifier
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.serving.guarding import build_guard
@@ -46,15 +46,24 @@ def test_the_scripted_verifier_decides_through_the_real_guard() -> None:
         return CONTRADICTED if "24 months" in pair.claim else SUPPORTED
 
     verifier = ScriptedVerifier(probs)
-    report = run_guard(ANSWER, question=None, context_messages=CONTEXT,
-                       policy=local_policy("t"), verifier=verifier, embedder=None,
-                       index=None)  # fmt: skip
+    report = run_guard(
+        ANSWER,
+        question=None,
+        context_messages=CONTEXT,
+        policy=local_policy("t"),
+        backends=Backends(verifier),
+    )
     assert [c.verdict for c in report.claims] == ["contradicted", "supported"]
     assert verifier.batches and sum(verifier.batches) >= 2
     broken = ScriptedVerifier(error=RuntimeError("backend down"))
     with pytest.raises(GuardError, match="backend down"):
-        run_guard(ANSWER, question=None, context_messages=CONTEXT, policy=local_policy("t"),
-                  verifier=broken, embedder=None, index=None)  # fmt: skip
+        run_guard(
+            ANSWER,
+            question=None,
+            context_messages=CONTEXT,
+            policy=local_policy("t"),
+            backends=Backends(broken),
+        )
 
 
 def test_the_hashing_embedder_is_chosen_by_import_path_only() -> None:
