@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groundproxy.guards import TraceClaim, TraceNode
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.storage import answers
+from groundproxy.proxy.storage.sqlite_schema import create_schema
+from groundproxy.proxy.storage.trace_node import COLS, StoredNode
 from groundproxy.retrieval.names import validate_tenant
 
 T = TypeVar("T")
@@ -32,29 +33,6 @@ MAX_ANSWER_CHARS = 20_000
 MAX_CLAIMS = 200
 MAX_TRACE_NODES = 2_000
 PRUNE_EVERY = 64
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
-    step_id TEXT PRIMARY KEY,
-    trace_id TEXT NOT NULL,
-    parents TEXT NOT NULL,
-    created REAL NOT NULL,
-    request_id TEXT NOT NULL,
-    policy TEXT NOT NULL,
-    question_sha256 TEXT NOT NULL,
-    context_sha256 TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    trust REAL NOT NULL,
-    action TEXT NOT NULL,
-    claims TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS nodes_by_trace ON nodes (trace_id, created);
-CREATE INDEX IF NOT EXISTS nodes_by_created ON nodes (created);
-"""
-COLS = (
-    "step_id, trace_id, parents, created, request_id, policy, question_sha256, "
-    "context_sha256, answer, trust, action, claims"
-)
 
 
 def _sha256(text: str) -> str:
@@ -78,100 +56,6 @@ class TraceStep:
     trace_id: str | None = None
     parents: Sequence[str] = ()
     model: str = ""
-
-
-@dataclass(frozen=True)
-class StoredNode:
-    step_id: str
-    trace_id: str
-    parents: tuple[str, ...]
-    created: float
-    request_id: str
-    policy: str
-    question_sha256: str
-    context_sha256: str
-    answer: str
-    trust: float
-    action: str
-    claims: list[dict[str, Any]]
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any], decode: Callable[[Any], Any]) -> StoredNode:
-        """A node from a row of ``COLS``; ``decode`` reads the JSON columns (parents, claims)."""
-        return cls(
-            step_id=str(row[0]),
-            trace_id=str(row[1]),
-            parents=tuple(decode(row[2])),
-            created=float(row[3]),
-            request_id=str(row[4]),
-            policy=str(row[5]),
-            question_sha256=str(row[6]),
-            context_sha256=str(row[7]),
-            answer=str(row[8]),
-            trust=float(row[9]),
-            action=str(row[10]),
-            claims=list(decode(row[11])),
-        )
-
-    def row(self, encode: Callable[[Any], Any]) -> tuple[Any, ...]:
-        """The values of ``COLS``; ``encode`` writes the JSON columns (parents, claims)."""
-        return (
-            self.step_id,
-            self.trace_id,
-            encode(list(self.parents)),
-            self.created,
-            self.request_id,
-            self.policy,
-            self.question_sha256,
-            self.context_sha256,
-            self.answer,
-            self.trust,
-            self.action,
-            encode(self.claims),
-        )
-
-    def walk_node(self) -> TraceNode:
-        claims = tuple(
-            TraceClaim(
-                text=str(c["text"]),
-                verdict=str(c["verdict"]),
-                explanation=str(c.get("explanation", "")),
-                support=float(c.get("support", 0.0)),
-            )
-            for c in self.claims
-        )
-        outputs: list[TraceClaim] = []
-        for c, tc in zip(self.claims, claims, strict=True):
-            action = c.get("action")
-            if action in ("removed", "blocked"):
-                continue  # never reached a child step
-            if action == "corrected" and c.get("correction"):
-                why = f"the proxy corrected it ({tc.explanation})"
-                outputs.append(TraceClaim(str(c["correction"]), "supported", why, 1.0))
-            else:
-                outputs.append(tc)
-        return TraceNode(
-            step_id=self.step_id,
-            parents=self.parents,
-            created=self.created,
-            claims=claims,
-            outputs=tuple(outputs),
-        )
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "step_id": self.step_id,
-            "trace_id": self.trace_id,
-            "parents": list(self.parents),
-            "created": self.created,
-            "policy": self.policy,
-            "question_sha256": self.question_sha256,
-            "context_sha256": self.context_sha256,
-            "trust": self.trust,
-            "action": self.action,
-            "answer": self.answer,
-            "claims": self.claims,
-        }
 
 
 def _claims(report: GuardReport) -> list[dict[str, Any]]:
@@ -214,10 +98,7 @@ class TraceStore:
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10.0)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
-        answers.create_schema(
-            self._conn
-        )  # the inspector's returned answers (proxy.storage.answers)
+        create_schema(self._conn)  # nodes, and the inspector's answers beside them
         self._lock = threading.Lock()
         self._writes = 0
 

@@ -31,11 +31,15 @@ import structlog
 from groundproxy.errors import (
     GroundproxyError,
     UpstreamError,
-    UpstreamTimeoutError,
 )
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
-from groundproxy.proxy.upstream.errors import error_sentence, is_connection_drop
+from groundproxy.proxy.upstream.errors import (
+    connection_error,
+    error_sentence,
+    failed_error,
+    is_connection_drop,
+)
 from groundproxy.proxy.upstream.errors import status_error as status_mapped
 from groundproxy.proxy.upstream.redact import redact, remember_secret
 from groundproxy.proxy.upstream.transport import ERROR_BODY_LIMIT, BoundedErrorTransport
@@ -111,15 +115,7 @@ def map_wire_error(exc: Exception) -> GroundproxyError:
     if isinstance(exc, GroundproxyError):
         return exc
     log.warning("upstream_error", error_type=type(exc).__name__, status=None)
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return UpstreamTimeoutError("The upstream model provider did not answer in time.")
-    if is_connection_drop(exc):
-        return UpstreamError(
-            "The upstream model provider could not be reached (the connection failed).",
-            code="upstream_unreachable",
-        )
-    detail = redact(" ".join(str(exc).split()))[:500]
-    return UpstreamError(error_sentence("The upstream model provider failed", detail))
+    return connection_error(exc) or failed_error(redact(" ".join(str(exc).split()))[:500])
 
 
 def _not_json(what: str) -> UpstreamError:
