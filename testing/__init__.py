@@ -15,7 +15,10 @@ Fakes (each typed as its protocol, kept in memory, recording what it was asked):
   per narrow protocol: labels, adapters, calibrations in memory; indexes and traces as the
   embedded backend's files in a temporary folder).
 - :mod:`groundproxy.testing.fake_upstream_client` — ``FakeUpstream`` (``Upstream``): the
-  scripted upstream's answers and failure models in process.
+  scripted upstream's answers and failure models in process
+  (``build_app(settings, build_deps(settings).replace(upstream=FakeUpstream(rules)))``).
+- :mod:`groundproxy.testing.clock` — ``FakeClock``, the serving path's clock moved by hand
+  (``build_deps(settings).replace(clock=FakeClock(step=0.25))``).
 
 Servers and processes:
 

@@ -55,21 +55,6 @@ LAYERS: dict[str, int] = {
 RUNTIME = frozenset(top for top, layer in LAYERS.items() if layer <= 6) - {f"{PACKAGE}.testing"}
 GUARDS_SURFACE = frozenset({f"{PACKAGE}.guards", f"{PACKAGE}.guards.types"})
 PROXY_SURFACE = frozenset({f"{PACKAGE}.proxy.offline"})
-# Functions over MAX_PARAMS that the serving refactor (issue 28, items 1-2: build_app + Deps,
-# one serving object per endpoint, one guarded_call with a request-scoped object) rewrites.
-# Each goes when that lands; then this set is empty.
-PARAMS_ALLOWED = frozenset(
-    {
-        # in the files that refactor rewrites
-        "groundproxy.proxy.routes.chat._incremental_response",
-        "groundproxy.proxy.serving.chat.guarded_completion",
-        # called from those files with the request's data as arguments (step id, request
-        # id, policy id, question, context …): their lists become the request-scoped object
-        "groundproxy.proxy.serving.json_answer.guard_json",
-        "groundproxy.proxy.serving.traces.record_step",
-        "groundproxy.proxy.streaming.sentence.sentence_events",
-    }
-)
 
 
 @dataclass
@@ -304,8 +289,7 @@ def test_no_runtime_function_takes_more_than_six_parameters() -> None:
     shipped = [m for m in modules().values() if LAYERS[m.top] <= LAYERS[f"{PACKAGE}.testing"]]
     counts = {name: n for m in shipped for name, n in _functions(m)}
     over = {name: n for name, n in counts.items() if n > MAX_PARAMS}
-    assert sorted(set(over) - PARAMS_ALLOWED) == []
-    assert sorted(PARAMS_ALLOWED - set(over)) == []  # fixed: take it off the allow-list
+    assert over == {}
 
 
 def test_errors_module_imports_nothing_of_ours() -> None:

@@ -64,6 +64,18 @@ class TraceRequest:
             )
 
 
+@dataclass
+class StepNode:
+    """One guarded generation, as its trace node records it."""
+
+    step_id: str
+    request_id: str
+    policy_id: str
+    question: str | None
+    context: Sequence[tuple[str, str]]
+    report: GuardReport
+
+
 def parse_trace_headers(
     trace_header: str | None, parents_header: str | None
 ) -> tuple[str | None, list[str]]:
@@ -90,24 +102,18 @@ def parse_trace_headers(
     return trace_id, list(dict.fromkeys(parents))
 
 
-async def record_step(
-    trace: TraceRequest,
-    step_id: str,
-    request_id: str,
-    policy_id: str,
-    question: str | None,
-    context: Sequence[tuple[str, str]],
-    report: GuardReport,
-) -> str | None:
+async def record_step(trace: TraceRequest, node: StepNode) -> str | None:
     """Store the node off the event loop; returns the trace id, or None when it failed (a
     trace store error never fails the completion — it is logged)."""
     import functools
 
     import anyio
 
-    step = TraceStep(step_id, request_id, policy_id, question, list(context), trace.trace_id,
-                     trace.parents, trace.model)  # fmt: skip
-    call = functools.partial(trace.stores.get(trace.tenant).record, step, report, trace.settings)
+    step = TraceStep(node.step_id, node.request_id, node.policy_id, node.question,
+                     list(node.context), trace.trace_id, trace.parents, trace.model)  # fmt: skip
+    call = functools.partial(
+        trace.stores.get(trace.tenant).record, step, node.report, trace.settings
+    )
     try:
         return await anyio.to_thread.run_sync(call)
     except (sqlite3.Error, OSError) as exc:

@@ -31,6 +31,7 @@ from groundproxy.guards import disabled_report, report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.serving.guarding import off_loop
 from groundproxy.proxy.serving.openai_shape import wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
@@ -48,13 +49,11 @@ def wants_relay(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
 
 
 async def relay_events(
-    req: ChatCompletionRequest,
-    loaded: LoadedPolicy,
-    stream: UpstreamStream,
-    step_id: str,
-    on_report: Any = None,
+    req: ChatCompletionRequest, scope: Scope, stream: UpstreamStream, on_report: Any = None
 ) -> AsyncIterator[bytes]:
-    """SSE bytes of one relayed answer; ``on_report`` (async) gets the final report."""
+    """SSE bytes of one relayed answer (``scope``: the request's policy and step id);
+    ``on_report`` (async) gets the final report."""
+    loaded, step_id = scope.loaded, scope.step_id
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
     text: list[str] = []
     paced = Paced(stream, loaded.policy, lambda: False)  # the policy's stream deadline

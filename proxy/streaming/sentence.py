@@ -48,6 +48,7 @@ from groundproxy.guards import (
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.serving.admission import Reservation
+from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
 from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
@@ -114,19 +115,20 @@ async def open_sentence_stream(
 
 async def sentence_events(
     req: ChatCompletionRequest,
-    loaded: LoadedPolicy,
+    scope: Scope,
     stream: UpstreamStream,
     guard: GuardService,
-    step_id: str,
     on_report: Any = None,
     reservation: Reservation | None = None,
 ) -> AsyncIterator[bytes]:
-    """SSE bytes for one sentence-mode answer (see the module docstring).
+    """SSE bytes for one sentence-mode answer (see the module docstring); ``scope``: the
+    request's policy and step id.
 
     ``on_report`` (optional, async, ``(GuardReport) -> None``) is awaited with the final
     report before the last event (trace recording). ``reservation``: the request's place in
     the guard queue (:mod:`proxy.serving.admission`), which its segment guards draw on.
     """
+    loaded, step_id = scope.loaded, scope.step_id
     guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages(), reservation)
     state = guarded.answer
     segmenter = SentenceSegmenter()
@@ -170,9 +172,8 @@ async def sentence_events(
                 yield calls
         doc = parse_json_answer(hold.text) if hold.is_json else None
         if doc is not None:  # a JSON answer: guarded whole, stays JSON
-            json_report = await guard_json(
-                hold.text, doc, None, guarded.question, guarded.context, guarded.policy, guard
-            )
+            asked = Asked(guarded.question, guarded.context)
+            json_report = await guard_json(hold.text, doc, None, asked, guarded.policy, guard)
             yield out.chunk({"content": json_report.text})
         async for piece in emit(segmenter.feed(hold.text) if doc is None else []):
             yield piece

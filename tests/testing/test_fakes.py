@@ -13,6 +13,7 @@ from groundproxy.errors import GuardError, ModelLoadError, PolicyError
 from groundproxy.guards.pipeline import Backends, run_guard
 from groundproxy.guards.types import Embedder, Pair, Probs, Verifier
 from groundproxy.policies.schema import local_policy
+from groundproxy.proxy.serving.clock import Clock
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import Storage
@@ -20,6 +21,7 @@ from groundproxy.proxy.storage.feedback import Labelled
 from groundproxy.proxy.upstream.types import Upstream
 from groundproxy.retrieval.embedder import available_embedders, load_embedder
 from groundproxy.retrieval.vector_index import HnswVectorIndex, VectorIndex
+from groundproxy.testing.clock import FakeClock
 from groundproxy.testing.embedders import HASHING, HashingEmbedder
 from groundproxy.testing.fake_upstream_client import FakeUpstream
 from groundproxy.testing.storage import MemoryStorage
@@ -36,6 +38,8 @@ def test_every_fake_is_its_protocol() -> None:
     index: VectorIndex = MemoryVectorIndex(8)
     storage: Storage = MemoryStorage()
     upstream: Upstream = FakeUpstream()
+    clock: Clock = FakeClock(step=0.5)
+    assert clock.monotonic() + 0.5 == clock.monotonic()
     assert isinstance(verifier, Verifier)  # the one runtime-checkable protocol
     assert {embedder.name, storage.name, index.dim} == {"hashing-384", "memory", 8}
     assert isinstance(upstream, FakeUpstream)
