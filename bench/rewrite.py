@@ -49,7 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from groundproxy.guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
-from groundproxy.guards.pipeline import run_guard
+from groundproxy.guards.pipeline import Backends, run_guard
 from groundproxy.guards.sentences import sentence_spans
 from groundproxy.guards.types import GuardReport, Pair, Verifier
 from groundproxy.policies.schema import Policy, local_policy
@@ -124,9 +124,7 @@ def bench_file(
                 question=row.query,
                 context_messages=context,
                 policy=policy,
-                verifier=verifier,
-                embedder=None,
-                index=None,
+                backends=Backends(verifier),
             )
         changed = content_changed(report)
         if not changed:

@@ -24,13 +24,6 @@ def header_safe(value: str) -> str:
     return _UNSAFE.sub("", value).encode("latin-1", "ignore").decode("latin-1").strip()
 
 
-def citation_id(e: Evidence) -> str:
-    """``doc:<doc>#<chunk>`` for index documents, ``<doc>#<chunk>`` for request context
-    (whose doc already reads ``request:<role>#<i>``)."""
-    ident = f"{e.doc}#{e.chunk}"
-    return ident if e.source == "request" else f"doc:{ident}"
-
-
 def _citation(e: Evidence) -> dict[str, Any]:
     return {
         "doc": e.doc,
@@ -103,7 +96,7 @@ def citation_list(report: GuardReport) -> str:
     seen: list[str] = []
     for r in report.claims:
         for e in r.citations:
-            ident = quote(citation_id(e), safe=_ID_SAFE)
+            ident = quote(e.citation_id, safe=_ID_SAFE)
             if ident and ident not in seen:
                 seen.append(ident)
     kept: list[str] = []

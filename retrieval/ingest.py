@@ -101,25 +101,32 @@ def ingest_docs(
     )
 
 
+@dataclass(frozen=True)
+class FileOptions:
+    """How files are read: ``skip_errors`` — a file that cannot be read is skipped (reported
+    in ``skipped``) instead of aborting the ingest; ``follow_symlinks`` — a symlink in a
+    folder that points outside it is ingested instead of refused."""
+
+    skip_errors: bool = False
+    follow_symlinks: bool = False
+
+
 def ingest_paths_with(
     open_writer: WriterOpener,
     tenant: str,
     paths: Sequence[Path],
     embedder: Embedder,
     progress: bool = True,
-    *,
-    skip_errors: bool = False,
-    follow_symlinks: bool = False,
+    files: FileOptions | None = None,
 ) -> IngestResult:
-    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr.
-
-    ``skip_errors``: a file that cannot be read is skipped (reported in ``skipped``) instead
-    of aborting the ingest. ``follow_symlinks``: a symlink in a folder that points outside
-    it is ingested instead of refused.
-    """
+    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr,
+    read as ``files`` says (default: a bad file aborts, outside symlinks are refused)."""
+    files = files if files is not None else FileOptions()
     skipped: list[str] = []
     docs = read_documents(
-        paths, skipped=skipped if skip_errors else None, follow_symlinks=follow_symlinks
+        paths,
+        skipped=skipped if files.skip_errors else None,
+        follow_symlinks=files.follow_symlinks,
     )
     result = ingest_docs(open_writer, tenant, docs, embedder, progress)
     return dataclasses.replace(result, skipped=skipped)

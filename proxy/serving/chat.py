@@ -143,9 +143,7 @@ class ChatServing(UpstreamServing):
                 continue
             doc = parse_json_answer(text) if policy.guard else None
             if doc is not None:  # JSON stays JSON (asked for or not): its statements are claims
-                report = await guard_json(
-                    text, doc, schema, asked.question, list(asked.context), policy, self.call.guard
-                )
+                report = await guard_json(text, doc, schema, asked, policy, self.call.guard)
             else:  # a choice's logprobs are read only by an adapter that uses them
                 report = await self.call.guard_text(scope, text, asked, choice.get("logprobs"))
             reports.append(report)
@@ -176,12 +174,10 @@ class ChatServing(UpstreamServing):
             await self.call.record(scope, report, asked)
 
         if not loaded.policy.guard:
-            events = relay_events(req, loaded, stream, scope.step_id, on_report)
+            events = relay_events(req, scope, stream, on_report)
             headers = self.call.stream_headers(scope, "relay")
         else:
-            events = sentence_events(
-                req, loaded, stream, guard, scope.step_id, on_report, held.reservation
-            )
+            events = sentence_events(req, scope, stream, guard, on_report, held.reservation)
             headers = self.call.stream_headers(scope, "sentence")
         return EventStreamResponse(
             _releasing(events, held.detach()),

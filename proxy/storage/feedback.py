@@ -154,11 +154,16 @@ def parse_labelled(d: Any) -> Labelled:
     )
 
 
-def append(data_dir: Path, tenant: str, item: Labelled) -> Labelled:
-    """Append one record (id and time set here); returns it."""
-    stored = Labelled(
+def stamped(item: Labelled) -> Labelled:
+    """``item`` as a backend stores it: a new id and the time now."""
+    return Labelled(
         **{**asdict(item), "id": f"fb-{uuid.uuid4().hex[:16]}", "created": round(time.time(), 3)}
     )
+
+
+def append(data_dir: Path, tenant: str, item: Labelled) -> Labelled:
+    """Append one record (id and time set here); returns it."""
+    stored = stamped(item)
     path = feedback_path(data_dir, tenant)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(asdict(stored), ensure_ascii=False) + "\n").encode("utf-8")

@@ -24,13 +24,8 @@ from groundproxy.errors import PolicyError
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.storage.calibration import CalibrationCache
-from groundproxy.proxy.storage.sqlite_traces import (
-    COLS,
-    MAX_TRACE_NODES,
-    StoredNode,
-    TraceStore,
-    TraceStores,
-)
+from groundproxy.proxy.storage.sqlite_traces import MAX_TRACE_NODES, TraceStore, TraceStores
+from groundproxy.proxy.storage.trace_node import COLS, StoredNode
 from groundproxy.retrieval.names import validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
 

@@ -118,6 +118,29 @@ def retry_after(exc: BaseException) -> str | None:
     return None
 
 
+def connection_error(exc: BaseException) -> GroundproxyError | None:
+    """A failure of the connection itself, whoever called (litellm or the wire client):
+    refused / dropped → ``upstream_unreachable``, past the timeout → ``upstream_timeout``;
+    None for anything else."""
+    if is_connection_drop(exc):
+        return UpstreamError(
+            "The upstream model provider could not be reached (the connection failed).",
+            code="upstream_unreachable",
+        )
+    if _is_timeout(exc):
+        return timeout_error()
+    return None
+
+
+def timeout_error() -> UpstreamTimeoutError:
+    return UpstreamTimeoutError("The upstream model provider did not answer in time.")
+
+
+def failed_error(detail: str) -> UpstreamError:
+    """Any other failure: ``upstream_error`` with the upstream's own words."""
+    return UpstreamError(error_sentence("The upstream model provider failed", detail))
+
+
 def error_sentence(lead: str, detail: str) -> str:
     """``"Lead: detail."`` (or ``"Lead."`` without a detail): one clean client sentence."""
     return f"{lead}: {detail}." if detail else f"{lead}."
@@ -151,30 +174,27 @@ def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
     status = _real_status(exc)
     detail = upstream_message(exc)
     log.warning("upstream_error", error_type=type(exc).__name__, status=status)
-    mapped: GroundproxyError
-    if is_connection_drop(exc):
-        mapped = UpstreamError(
-            "The upstream model provider could not be reached (the connection failed).",
-            code="upstream_unreachable",
-        )
-    elif _is_timeout(exc) or isinstance(exc, litellm.Timeout):
-        mapped = UpstreamTimeoutError("The upstream model provider did not answer in time.")
-    elif _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
-        mapped = UpstreamError(
+    mapped = connection_error(exc) or _by_kind(exc, litellm, status, detail)
+    mapped.retry_after = retry_after(exc)
+    return mapped
+
+
+def _by_kind(exc: Exception, litellm: Any, status: int | None, detail: str) -> GroundproxyError:
+    if isinstance(exc, litellm.Timeout):
+        return timeout_error()
+    if _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
+        return UpstreamError(
             "The upstream's stream ended before the answer was complete (no finish_reason).",
             code="upstream_incomplete",
         )
-    elif status == 429 or isinstance(exc, litellm.RateLimitError):
-        mapped = status_error(429, detail)
-    elif status == 503:  # only a real one: litellm labels failures of its own 503 too
-        mapped = status_error(503, detail)
-    elif isinstance(exc, litellm.BadRequestError) and not isinstance(
+    if status == 429 or isinstance(exc, litellm.RateLimitError):
+        return status_error(429, detail)
+    if status == 503:  # only a real one: litellm labels failures of its own 503 too
+        return status_error(503, detail)
+    if isinstance(exc, litellm.BadRequestError) and not isinstance(
         exc, litellm.AuthenticationError
     ):
-        mapped = status_error(400, detail)
-    elif status is not None:
-        mapped = status_error(status, detail)
-    else:
-        mapped = UpstreamError(error_sentence("The upstream model provider failed", detail))
-    mapped.retry_after = retry_after(exc)
-    return mapped
+        return status_error(400, detail)
+    if status is not None:
+        return status_error(status, detail)
+    return failed_error(detail)
