@@ -1,8 +1,9 @@
 """``POST /v1/groundproxy/feedback``: a reviewer labels one answer (admin key of the tenant).
 
 Body: either the answer itself, or the id of a step the proxy guarded (from the trace
-store: ``request_id`` or ``step_id``; the answer as the upstream wrote it is looked up
-there, in the calling tenant's store only)::
+store: ``step_id``, the server's ``x-groundproxy-step-id``, or ``request_id`` while it
+names one answer only — 409 when several answers carry it; the answer as the upstream
+wrote it is looked up there, in the calling tenant's store only)::
 
     {"answer": "…", "question": "…", "context": ["…"], "label": "hallucinated"}
     {"request_id": "…", "label": "supported"}
@@ -29,10 +30,11 @@ from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.serving.traces import STEP_ID_RE
 from groundproxy.proxy.state import AppState, State
-from groundproxy.proxy.storage import answers
 from groundproxy.proxy.storage.backends import EmbeddedStorage
-from groundproxy.proxy.storage.feedback import parse_labelled
+from groundproxy.proxy.storage.feedback import label_target, parse_labelled
+from groundproxy.proxy.storage.sqlite_traces import LabelRef
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
@@ -50,20 +52,22 @@ _FIELDS = {
 
 
 def _from_trace(state: AppState, loaded: LoadedPolicy, data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with the answer of the step it names, from the tenant's trace store."""
-    ref = data.get("step_id") or data.get("request_id")
+    """``data`` with the answer of the step it names, from the tenant's trace store
+    (:func:`~groundproxy.proxy.storage.feedback.label_target`: 404 / 409)."""
+    by: LabelRef = "step_id" if "step_id" in data else "request_id"
+    ref = data[by]
+    if by == "step_id" and not (isinstance(ref, str) and STEP_ID_RE.match(ref)):
+        raise BadRequestError(
+            "'step_id' must be an x-groundproxy-step-id (st_ + 16 hex digits)", param=by
+        )
     if not isinstance(ref, str) or not ref or len(ref) > 128:
-        raise BadRequestError("'request_id' / 'step_id' must be a short string", param="step_id")
+        raise BadRequestError("'request_id' must be a string of 1-128 characters", param=by)
     settings = loaded.policy.traces
     if state.traces is None or not settings.enabled:
         raise NotFoundError("traces are off for this tenant: give the answer itself")
     store = state.traces.get(loaded.policy.tenant)
-    not_before = time.time() - settings.retention_hours * 3600.0
-    found = store.read(lambda conn: answers.recent(conn, not_before, 1, ref))
-    if not found:
-        raise NotFoundError(f"no guarded answer with id {ref!r} for this tenant")
-    hit = found[0]
-    return {**data, "answer": hit.original, "request_id": hit.request_id, "step_id": hit.step_id}
+    hit = label_target(store, by, ref, time.time() - settings.retention_hours * 3600.0)
+    return {**data, "answer": hit.answer, "request_id": hit.request_id, "step_id": hit.step_id}
 
 
 @router.post("/v1/groundproxy/feedback")
@@ -73,6 +77,8 @@ async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> di
         raise BadRequestError(f"'{unknown[0]}' is not a field of feedback", param=unknown[0])
     if "answer" in data and ("request_id" in data or "step_id" in data):
         raise BadRequestError("give the answer or a request/step id, not both", param="answer")
+    if "request_id" in data and "step_id" in data:
+        raise BadRequestError("give 'step_id' or 'request_id', not both", param="request_id")
     if "answer" not in data:
         if "request_id" not in data and "step_id" not in data:
             raise BadRequestError(

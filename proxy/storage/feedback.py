@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundproxy.errors import BadRequestError
+from groundproxy.errors import BadRequestError, ConflictError, NotFoundError
 from groundproxy.guards import TokenLogprob, parse_logprobs
+from groundproxy.proxy.storage.sqlite_traces import LabelRef, StoredNode, TraceStore
 from groundproxy.retrieval.names import validate_tenant
 
 FEEDBACK_FILE = "feedback.jsonl"
@@ -152,6 +153,25 @@ def parse_labelled(d: Any) -> Labelled:
         claims=claims,
         logprobs=_logprobs(d),
     )
+
+
+def label_target(store: TraceStore, by: LabelRef, ref: str, not_before: float) -> StoredNode:
+    """The one stored answer of the tenant a label names. A ``step_id`` is the server's
+    own (``x-groundproxy-step-id``): it names one answer. A ``request_id`` is the client's
+    (``x-request-id`` is echoed): it binds only while exactly one answer within retention
+    carries it — a second answer sent with the same id makes it ambiguous (409), so a
+    duplicate id never moves a reviewer's label onto another answer."""
+    found = store.labelled(by, ref, not_before)
+    if not found:
+        raise NotFoundError(f"no guarded answer with {by} {ref!r} for this tenant")
+    if len(found) > 1:
+        raise ConflictError(
+            f"request id {ref!r} names more than one guarded answer of this tenant (request "
+            "ids are chosen by clients): label the answer by its step_id "
+            "(x-groundproxy-step-id)",
+            param=by,
+        )
+    return found[0]
 
 
 def append(data_dir: Path, tenant: str, item: Labelled) -> Labelled:
