@@ -21,6 +21,7 @@ import structlog
 from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import is_connection_drop, map_upstream_error
 from groundproxy.proxy.upstream.redact import remember_secret
 from groundproxy.proxy.upstream.types import (
@@ -260,7 +261,8 @@ class UpstreamClient:
         for name in ("dimensions", "encoding_format", "user"):
             if extra.get(name) is not None:
                 kwargs[name] = extra[name]
-        return await self._plain("aembedding", {**kwargs, "input": inputs})
+        body, seconds = await self._plain("aembedding", {**kwargs, "input": inputs})
+        return embeddings_body(body), seconds
 
     async def text_complete(
         self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]
@@ -269,4 +271,5 @@ class UpstreamClient:
         upstream's ``/v1/completions``; litellm turns others into a chat call)."""
         kwargs = upstream_kwargs(upstream, model, [], extra)
         del kwargs["messages"]
-        return await self._plain("atext_completion", {**kwargs, "prompt": prompt})
+        body, seconds = await self._plain("atext_completion", {**kwargs, "prompt": prompt})
+        return text_body(body), seconds

@@ -35,6 +35,7 @@ from groundproxy.errors import (
 )
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import error_sentence, is_connection_drop
 from groundproxy.proxy.upstream.errors import status_error as status_mapped
 from groundproxy.proxy.upstream.redact import redact, remember_secret
@@ -288,13 +289,15 @@ class WireUpstream:
     ) -> tuple[Json, float]:
         """``POST {api_base}/embeddings``: the upstream's body as it is."""
         body = {k: v for k, v in extra.items() if v is not None}
-        return await self._json(
+        data, seconds = await self._json(
             upstream, "embeddings", {**body, "model": wire_model(model), "input": inputs}
         )
+        return embeddings_body(data), seconds
 
     async def text_complete(
         self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: Json
     ) -> tuple[Json, float]:
         """``POST {api_base}/completions`` (legacy completions): the upstream's body."""
         body = {**extra, "model": wire_model(model), "prompt": prompt}
-        return await self._json(upstream, "completions", body)
+        data, seconds = await self._json(upstream, "completions", body)
+        return text_body(data), seconds

@@ -6,7 +6,8 @@ Tenants (each with a client key and an admin key; traces on; ``lexical`` verifie
 
 - ``ta``: buffer mode · ``ts``: sentence-mode streams · ``tr``: ``guard: false`` (relayed)
 - ``cal``: ``verifier.threshold: calibrated`` with no calibration file (guard error)
-- ``bm``: ``verifier.model`` names a built model that is not there (guard error)
+- ``bm``: ``verifier.model`` names a built model that is not there (guard error; its
+  streams in sentence mode)
 - ``ad``: an ``adapter.json`` that is not JSON (guard error)
 
 The three failing tenants' errors name files under the server's folders: what the client
@@ -115,12 +116,14 @@ ODD: dict[str, dict[str, Any]] = {
 
 def _policy(tenant: str, upstream_port: int) -> dict[str, Any]:
     spec = policy(tenant, upstream_port, traces={"enabled": True, "retention_hours": 24})
+    spec["upstream"]["models"]["instruct"] = "text-completion-openai/gpt-3.5-turbo-instruct"
     if tenant == "tr":
         spec["guard"] = False
     if tenant == "cal":
         spec["verifier"] = {"model": "lexical", "threshold": "calibrated"}
     if tenant == "bm":
         spec["verifier"] = {"model": "not-built-here"}
+        spec["stream"] = "sentence"
     return spec
 
 
