@@ -92,6 +92,24 @@ def parse_json_body(raw: bytes, *, max_bytes: int, max_depth: int) -> dict[str, 
     return data
 
 
+def field_path(loc: tuple[int | str, ...], data: Any, missing: bool = False) -> str:
+    """pydantic's error location as a path into ``data`` ("messages.0.content"): the tags
+    of a union's members (``list[float]``, ``function-after[…]``) are not part of the body
+    and are dropped; ``missing``: the error is a missing field, the location's last part."""
+    path: list[str] = []
+    cur = data
+    for part in loc:
+        in_dict = isinstance(cur, dict) and part in cur
+        in_list = isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+        if not (in_dict or in_list):
+            continue
+        cur = cur[part]
+        path.append(str(part))
+    if missing and loc:
+        path.append(str(loc[-1]))
+    return ".".join(path)
+
+
 M = TypeVar("M", bound=BaseModel)
 _REQUIRED = {"missing": "'{param}' is a required property"}
 
@@ -103,7 +121,7 @@ def validated(model: type[M], data: dict[str, Any], messages: Mapping[str, str] 
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"]) or None
+        param = field_path(err["loc"], data, missing=err["type"] == "missing") or None
         template = (messages or {}).get(err["type"], "'{param}': {msg}")
         raise BadRequestError(template.format(param=param, msg=err["msg"]), param=param) from exc
 

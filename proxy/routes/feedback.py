@@ -30,7 +30,7 @@ from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.serving.traces import STEP_ID_RE
+from groundproxy.proxy.feedback_request import check_feedback
 from groundproxy.proxy.state import AppState, State
 from groundproxy.proxy.storage.backends import EmbeddedStorage
 from groundproxy.proxy.storage.feedback import label_target, parse_labelled
@@ -38,30 +38,13 @@ from groundproxy.proxy.storage.sqlite_traces import LabelRef
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
-_FIELDS = {
-    "answer",
-    "question",
-    "context",
-    "label",
-    "label_hallucinated",
-    "claims",
-    "request_id",
-    "step_id",
-    "logprobs",
-}
 
 
 def _from_trace(state: AppState, loaded: LoadedPolicy, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the answer of the step it names, from the tenant's trace store
     (:func:`~groundproxy.proxy.storage.feedback.label_target`: 404 / 409)."""
     by: LabelRef = "step_id" if "step_id" in data else "request_id"
-    ref = data[by]
-    if by == "step_id" and not (isinstance(ref, str) and STEP_ID_RE.match(ref)):
-        raise BadRequestError(
-            "'step_id' must be an x-groundproxy-step-id (st_ + 16 hex digits)", param=by
-        )
-    if not isinstance(ref, str) or not ref or len(ref) > 128:
-        raise BadRequestError("'request_id' must be a string of 1-128 characters", param=by)
+    ref = str(data[by])  # its form checked by check_feedback
     settings = loaded.policy.traces
     if state.traces is None or not settings.enabled:
         raise NotFoundError("traces are off for this tenant: give the answer itself")
@@ -72,9 +55,8 @@ def _from_trace(state: AppState, loaded: LoadedPolicy, data: dict[str, Any]) -> 
 
 @router.post("/v1/groundproxy/feedback")
 async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> dict[str, Any]:
-    unknown = sorted(set(data) - _FIELDS)
-    if unknown:
-        raise BadRequestError(f"'{unknown[0]}' is not a field of feedback", param=unknown[0])
+    check_feedback(data)  # types and bounds (proxy.feedback_request): 400 naming the field
+    data = {k: v for k, v in data.items() if v is not None}
     if "answer" in data and ("request_id" in data or "step_id" in data):
         raise BadRequestError("give the answer or a request/step id, not both", param="answer")
     if "request_id" in data and "step_id" in data:

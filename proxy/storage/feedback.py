@@ -111,15 +111,25 @@ def _logprobs(d: Mapping[str, Any]) -> list[dict[str, Any]] | None:
 
 def answer_label(d: Mapping[str, Any], claims: Sequence[Mapping[str, str]] | None) -> int:
     """``label_hallucinated`` (0/1), ``label`` (supported/hallucinated), else the claims."""
-    if "label_hallucinated" in d:
-        v = d["label_hallucinated"]
-        if v not in (0, 1) or isinstance(v, float | str):
-            raise BadRequestError("'label_hallucinated' must be 0 or 1", param="label_hallucinated")
-        return int(v)
-    if "label" in d:
+    named = None
+    if d.get("label") is not None:
         if d["label"] not in ("supported", "hallucinated"):
             raise BadRequestError("'label' must be supported or hallucinated", param="label")
-        return int(d["label"] == "hallucinated")
+        named = int(d["label"] == "hallucinated")
+    if d.get("label_hallucinated") is not None:
+        v = d["label_hallucinated"]
+        if v not in (0, 1) or isinstance(v, bool | float | str):
+            raise BadRequestError(
+                "'label_hallucinated' must be the integer 0 or 1", param="label_hallucinated"
+            )
+        if named is not None and named != v:
+            raise BadRequestError(
+                f"'label' ({d['label']}) and 'label_hallucinated' ({v}) disagree: give one",
+                param="label",
+            )
+        return int(v)
+    if named is not None:
+        return named
     if claims:
         return int(any(c["label"] == "hallucinated" for c in claims))
     raise BadRequestError("give 'label', 'label_hallucinated' or labelled 'claims'", param="label")

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from groundproxy.errors import UpstreamError
 from groundproxy.proxy.json_strict import find_bad
+from groundproxy.proxy.protocol import field_path
 
 Json = dict[str, Any]
 INVALID = "upstream_invalid"
@@ -129,20 +130,6 @@ def invalid(what: str, field: str, problem: str) -> UpstreamError:
     )
 
 
-def _field(loc: tuple[int | str, ...], body: Any) -> str:
-    """pydantic's error location as a path into ``body`` (a union's member tags, such as
-    ``list[float]``, are not part of the body and are dropped)."""
-    path, cur = [], body
-    for part in loc:
-        in_dict = isinstance(cur, dict) and part in cur
-        in_list = isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
-        if not (in_dict or in_list):
-            continue
-        cur = cur[part]
-        path.append(str(part))
-    return ".".join(path) or "(body)"
-
-
 def checked(model: type[M], body: Any, what: str) -> Json:
     """``body`` (returned as is) once it passes ``model`` and the JSON value checks;
     else ``upstream_invalid`` naming the first bad field."""
@@ -155,7 +142,7 @@ def checked(model: type[M], body: Any, what: str) -> Json:
         model.model_validate(body)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise invalid(what, _field(err["loc"], body), str(err["msg"]).rstrip(".")) from None
+        raise invalid(what, field_path(err["loc"], body), str(err["msg"]).rstrip(".")) from None
     return body
 
 
