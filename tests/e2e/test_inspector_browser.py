@@ -264,3 +264,40 @@ def test_inspector_in_chromium(browser: Any, served: dict[str, Any], artifacts: 
     # The only console entry now is the browser's own note of the 403 response.
     errors = _console_errors(driver)
     assert errors and all("403" in e["message"] for e in errors), errors
+
+
+HOSTILE_HASHES = (
+    '#step="]x',  # threw in querySelector: the page stayed on "loading"
+    "#step=st_0000000000000000'],body",
+    "#step=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E",
+    "#step=%E0%A4%A&q=%ZZ",
+    "#step=" + "a" * 5000,
+    "#q=%22%5D%20*&step=%00",
+)
+
+
+def test_inspector_survives_any_hash(browser: Any, served: dict[str, Any]) -> None:
+    """Issue 32: whatever the URL's hash holds, the page lists the answers and says what it
+    could not open; no script error, nothing left on "loading"; a real step still opens."""
+    from selenium.webdriver.common.by import By
+
+    driver, url = browser, served["url"]
+    driver.get(f"{url}/ui")
+    driver.find_element(By.ID, "forget").click()
+    _use_key(driver, ADMIN)
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#answers tbody tr"))
+    driver.get_log("browser")  # start clean
+    for n, fragment in enumerate(HOSTILE_HASHES):
+        driver.get(f"{url}/ui?visit={n}{fragment}")  # a new page load for each hash
+        _wait(driver, lambda d: d.find_element(By.ID, "status").text.strip())
+        _wait(driver, lambda d: "loading" not in d.find_element(By.ID, "status").text)
+        status = driver.find_element(By.ID, "status")
+        if "step=" in fragment:
+            assert "not a step id" in status.text, (fragment, status.text)
+            assert "error" in (status.get_attribute("class") or "")
+        assert driver.find_element(By.ID, "detail").get_attribute("hidden") is not None
+        errors = _console_errors(driver)
+        assert not errors, (fragment, errors)
+    driver.get(f"{url}/ui?visit=ok#step={served['warranty_step']}")
+    _wait(driver, _visible("#original mark.v-contradicted"))
+    assert served["warranty_step"] in driver.find_element(By.ID, "d-step").text

@@ -80,3 +80,13 @@ def test_label_references_are_checked(hostile: Hostile) -> None:
         # another tenant's step is not found, never labelled
         r = _label(c, {"step_id": step, "label": "supported"}, tenant="ts")
         assert r.status_code == 404, r.text
+
+
+def test_a_client_key_may_not_label_and_is_told_so(hostile: Hostile) -> None:
+    with hostile.client() as c:
+        body = {"answer": ANSWER, "label": "supported"}
+        r = c.post("/v1/groundproxy/feedback", headers=auth(key("ta")), json=body)
+        assert r.status_code == 403, r.text
+        message = r.json()["error"]["message"]
+        assert "documents" not in message, message  # it said "may not manage documents"
+        assert "may not label answers" in message and "admin key" in message, message
