@@ -96,7 +96,8 @@ def check(
         report = guard.guard_sync(answer, question, context, loaded.policy, cache=False)
     body = {**report_body(report, loaded.policy_id), "answer": report.text}
     print(json.dumps(body, indent=2, ensure_ascii=False))
-    print(f"{report.action} (trust {report.trust:.3f}): {report.text}", file=sys.stderr)
+    trust = "no claims" if report.reported_trust is None else f"trust {report.trust:.3f}"
+    print(f"{report.action} ({trust}): {report.text}", file=sys.stderr)
     return 1 if fails(report.claims, fail_on) else 0
 
 

@@ -12,14 +12,15 @@ on as JSON). A failed check is an :class:`~groundproxy.errors.UpstreamError` wit
 ``upstream_invalid`` (HTTP 502) naming the field, never its value.
 
 Integers are strict (``"12"`` is not a token count); ``null`` is accepted wherever the
-proxy already treats a field as absent.
+proxy already treats a field as absent. A completion without any choice (``choices: []``)
+is no answer at all: ``upstream_invalid`` too, never an empty answer passed on as trusted.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundproxy.errors import UpstreamError
 from groundproxy.proxy.json_strict import find_bad
@@ -84,7 +85,7 @@ class ChatChoice(_Open):
 
 
 class ChatBody(_Answer):
-    choices: list[ChatChoice]
+    choices: Annotated[list[ChatChoice], Field(min_length=1)]  # none: no answer at all
 
 
 class ChunkChoice(_Open):
@@ -106,7 +107,7 @@ class TextChoice(_Open):
 
 
 class TextBody(_Answer):
-    choices: list[TextChoice]
+    choices: Annotated[list[TextChoice], Field(min_length=1)]
 
 
 class Embedding(_Open):

@@ -110,6 +110,7 @@ ODD: dict[str, dict[str, Any]] = {
     "odd-text-nan": {"body": _TEXT_NAN},
     "odd-text-choice-string": {"body": {"id": "c", "created": 1, "choices": ["text"]}},
     "empty-answer": {"answer": ""},
+    "weather": {"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]},
     "kettle": {"answer": "The Zephyr kettle boils water in 45 seconds."},
 }
 
