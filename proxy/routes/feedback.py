@@ -31,30 +31,29 @@ from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.feedback_request import check_feedback
-from groundproxy.proxy.state import AppState, State
-from groundproxy.proxy.storage.backends import EmbeddedStorage
+from groundproxy.proxy.state import Served
 from groundproxy.proxy.storage.feedback import label_target, parse_labelled
-from groundproxy.proxy.storage.sqlite_traces import LabelRef
+from groundproxy.proxy.storage.sqlite_traces import LabelRef, TraceStores
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
 
 
-def _from_trace(state: AppState, loaded: LoadedPolicy, data: dict[str, Any]) -> dict[str, Any]:
+def _from_trace(traces: TraceStores, loaded: LoadedPolicy, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the answer of the step it names, from the tenant's trace store
     (:func:`~groundproxy.proxy.storage.feedback.label_target`: 404 / 409)."""
     by: LabelRef = "step_id" if "step_id" in data else "request_id"
     ref = str(data[by])  # its form checked by check_feedback
     settings = loaded.policy.traces
-    if state.traces is None or not settings.enabled:
+    if not settings.enabled:
         raise NotFoundError("traces are off for this tenant: give the answer itself")
-    store = state.traces.get(loaded.policy.tenant)
+    store = traces.get(loaded.policy.tenant)
     hit = label_target(store, by, ref, time.time() - settings.retention_hours * 3600.0)
     return {**data, "answer": hit.answer, "request_id": hit.request_id, "step_id": hit.step_id}
 
 
 @router.post("/v1/groundproxy/feedback")
-async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> dict[str, Any]:
+async def post_feedback(loaded: AdminTenant, data: JsonBody, serving: Served) -> dict[str, Any]:
     check_feedback(data)  # types and bounds (proxy.feedback_request): 400 naming the field
     data = {k: v for k, v in data.items() if v is not None}
     if "answer" in data and ("request_id" in data or "step_id" in data):
@@ -66,10 +65,10 @@ async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> di
             raise BadRequestError(
                 "'answer' (or 'request_id' / 'step_id') is required", param="answer"
             )
-        data = await anyio.to_thread.run_sync(_from_trace, state, loaded, data)
+        data = await anyio.to_thread.run_sync(_from_trace, serving.deps.traces, loaded, data)
     item = parse_labelled(data)
     tenant = loaded.policy.tenant
-    storage = state.storage or EmbeddedStorage(state.settings.data)
+    storage = serving.deps.storage
     saved, count = await anyio.to_thread.run_sync(storage.append_feedback, tenant, item)
     fid, label = saved.id, saved.label_hallucinated
     log.info("feedback_stored", label=label, count=count, from_trace=item.step_id is not None)
