@@ -56,7 +56,11 @@ StoredNonEmpty = Annotated[
 ]
 #: a document's text (bounded by the body size alone)
 DocumentText = Annotated[str, StringConstraints(min_length=1), AfterValidator(storable)]
-#: evidence strings as a request sends them
+#: a text the proxy works through but does not keep
+BoundedText = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
+#: evidence strings of a check (read, not kept: only their digest is)
+EvidenceItems = Annotated[list[BoundedText], Field(max_length=MAX_CONTEXT_ITEMS)]
+#: evidence strings of a label (kept)
 ContextItems = Annotated[list[StoredText], Field(max_length=MAX_CONTEXT_ITEMS)]
 #: a client's model name (stored with its trace)
 ModelName = Annotated[

@@ -143,7 +143,8 @@ def checked(model: type[M], body: Any, what: str) -> Json:
         model.model_validate(body)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise invalid(what, field_path(err["loc"], body), str(err["msg"]).rstrip(".")) from None
+        field = field_path(err["loc"], body, missing=err["type"] == "missing") or "(body)"
+        raise invalid(what, field, str(err["msg"]).rstrip(".")) from None
     return body
 
 

@@ -54,3 +54,8 @@ def test_non_finite_and_surrogates_anywhere() -> None:
     )
     assert "'anything.0'" in _error(chat_body, {**good, "anything": [math.inf]})
     assert "surrogate" in _error(chat_body, {**good, "id": "a\ud800"})
+
+
+def test_a_missing_field_is_named() -> None:
+    assert "'data': Field required" in _error(embeddings_body, {"object": "list"})
+    assert "'(body)'" in _error(chat_body, [])
