@@ -89,7 +89,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     ingest_texts(data, "insp", [*samples, *DOCS], embedder)
     upstream: subprocess.Popen[bytes] = start_fake_upstream(up_port, script)
     try:
-        proxy = start_proxy(port, policies, data, log_path=root / "proxy.log")
+        docs_on = {"GROUNDPROXY_API_DOCS": "1"}  # /docs, served offline (test_api_docs_*)
+        proxy = start_proxy(port, policies, data, env=docs_on, log_path=root / "proxy.log")
         try:
             url = f"http://127.0.0.1:{port}"
             yield {"url": url, **_record_answers(url)}
@@ -301,3 +302,26 @@ def test_inspector_survives_any_hash(browser: Any, served: dict[str, Any]) -> No
     driver.get(f"{url}/ui?visit=ok#step={served['warranty_step']}")
     _wait(driver, _visible("#original mark.v-contradicted"))
     assert served["warranty_step"] in driver.find_element(By.ID, "d-step").text
+
+
+def test_api_docs_are_served_offline(browser: Any, served: dict[str, Any]) -> None:
+    """Issue 32: with GROUNDPROXY_API_DOCS on, /docs is Swagger UI from this server alone
+    (every resource the page loads is same-origin; no CSP violation, no console error) and
+    lists the API's operations."""
+    from selenium.webdriver.common.by import By
+
+    driver, url = browser, served["url"]
+    driver.get_log("browser")  # start clean
+    driver.get(f"{url}/docs")
+    _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 5)
+    paths = {
+        e.get_attribute("data-path")
+        for e in driver.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    }
+    assert "/v1/chat/completions" in paths, paths
+    loaded = driver.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => e.name)"
+    )
+    assert loaded and all(str(u).startswith(url + "/") for u in loaded), loaded
+    errors = _console_errors(driver)
+    assert not errors, errors
