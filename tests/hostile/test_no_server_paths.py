@@ -68,7 +68,11 @@ def _requests(c: httpx.Client, tenant: str) -> list[httpx.Response]:
             json={"step_id": steps[0], "label": "supported"},
         )
     )
+    doc = {"id": "paths/handbook.md", "text": "The warranty is 12 months."}
     out += [
+        c.post("/v1/groundproxy/documents", headers=admin, json={"documents": [doc]}),
+        c.post("/v1/groundproxy/documents", headers=admin, json={"documents": [{"id": "/etc/x"}]}),
+        c.request("DELETE", "/v1/groundproxy/documents", headers=admin, json={"ids": ["paths/x"]}),
         c.get("/v1/groundproxy/ui/answers", headers=admin),
         c.get("/v1/groundproxy/documents", headers=admin),
         c.get("/v1/groundproxy/documents/handbook.md?chunk=c0", headers=user),
