@@ -14,6 +14,7 @@ HTTP layer owns the one table from class to (status, type, code):
     ├── PermissionDeniedError             (a known key that may not do this)
     ├── NotFoundError                     (no such thing for this tenant)
     │   └── UnknownModelError             (no such model)
+    ├── ConflictError                     (the request names more than one thing)
     ├── RateLimitError                    (too many requests)
     │   └── OverloadedError               (the guard queue is full: on_overload: reject)
     ├── ServiceUnavailableError           (still loading)
@@ -36,6 +37,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BodyTooLargeError",
+    "ConflictError",
     "GroundproxyError",
     "GuardError",
     "GuardTimeoutError",
@@ -96,6 +98,10 @@ class NotFoundError(GroundproxyError):
 
 class UnknownModelError(NotFoundError):
     pass
+
+
+class ConflictError(GroundproxyError):
+    """The request's reference is ambiguous (e.g. a request id that names several answers)."""
 
 
 class RateLimitError(GroundproxyError):

@@ -133,6 +133,13 @@ class GuardReport:
     verifier: str = ""
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
 
+    @property
+    def reported_trust(self) -> float | None:
+        """The trust as the body and headers report it: None ("no claims": nothing in the
+        answer to trust or distrust) for a verified answer without claims — an empty
+        answer, a tool call alone, a greeting; else :attr:`trust`."""
+        return None if not self.claims and not self.unverified else self.trust
+
 
 @runtime_checkable
 class Verifier(Protocol):

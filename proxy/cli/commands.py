@@ -83,7 +83,8 @@ def check(args: argparse.Namespace, settings: Settings) -> int:
         report = guard.guard_sync(args.answer, args.question, context, loaded.policy, cache=False)
     body = {**report_body(report, loaded.policy_id), "answer": report.text}
     print(json.dumps(body, indent=2, ensure_ascii=False))
-    print(f"{report.action} (trust {report.trust:.3f}): {report.text}", file=sys.stderr)
+    trust = "no claims" if report.reported_trust is None else f"trust {report.trust:.3f}"
+    print(f"{report.action} ({trust}): {report.text}", file=sys.stderr)
     return 1 if fails(report.claims, args.fail_on) else 0
 
 

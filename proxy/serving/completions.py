@@ -16,11 +16,13 @@ from fastapi.responses import JSONResponse, Response
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import report_body
 from groundproxy.guards.types import GuardReport
+from groundproxy.proxy.openai_requests import CompletionsRequest
+from groundproxy.proxy.protocol import checked
 from groundproxy.proxy.serving.call import Asked, Scope, UpstreamServing
 from groundproxy.proxy.serving.chat import Completed, no_claims
 from groundproxy.proxy.serving.guarding import Held
 from groundproxy.proxy.serving.headers import NO_BUFFERING
-from groundproxy.proxy.serving.passthrough import passthrough_model, required_model
+from groundproxy.proxy.serving.passthrough import passthrough_model
 from groundproxy.proxy.streaming.event_stream import EventStreamResponse
 from groundproxy.proxy.streaming.pacing import within_deadline
 from groundproxy.proxy.streaming.sse import sse
@@ -53,7 +55,7 @@ class CompletionsServing(UpstreamServing):
     """Legacy text completions over the guarded call, the upstreams and the metrics."""
 
     async def create(self, scope: Scope, data: dict[str, Any]) -> Response:
-        scope.model = required_model(data)
+        scope.model = checked(CompletionsRequest, data).model  # 400 naming a bad field
         prompt = prompt_text(data.get("prompt"))
 
         async def whole(held: Held) -> Completed:

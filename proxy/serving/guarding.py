@@ -46,6 +46,7 @@ from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
 from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
+from groundproxy.proxy.upstream.redact import public_error
 
 log = structlog.get_logger(__name__)
 
@@ -344,7 +345,7 @@ class GuardService:
                 error_type=type(err).__name__,
                 error=err.message if isinstance(err, GroundproxyError) else str(err)[:200],
             )
-            return await off_loop(failure_report, answer, policy, err)
+            return await off_loop(failure_report, answer, policy, public_error(err))
 
     async def guard(
         self,
@@ -365,7 +366,7 @@ class GuardService:
             try:  # in a worker thread: an adapter's token alignment may run the embedder
                 report = await anyio.to_thread.run_sync(self.finish, checked, policy, logprobs)
             except GroundproxyError as err:  # an unreadable adapter: on_guard_error
-                report = failure_report(answer, policy, err)
+                report = failure_report(answer, policy, public_error(err))
         else:
             report = checked
         self.observe(policy, report, time.perf_counter() - started)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
@@ -33,6 +33,7 @@ MAX_ANSWER_CHARS = 20_000
 MAX_CLAIMS = 200
 MAX_TRACE_NODES = 2_000
 PRUNE_EVERY = 64
+LabelRef = Literal["step_id", "request_id"]  # what a reviewer's label names an answer by
 
 
 def _sha256(text: str) -> str:
@@ -85,6 +86,12 @@ def _claims(report: GuardReport) -> list[dict[str, Any]]:
     return out
 
 
+def _ref_column(by: LabelRef) -> str:
+    if by not in ("step_id", "request_id"):  # a column name goes into the SQL text
+        raise ValueError(f"not a label reference: {by!r}")
+    return by
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -126,6 +133,16 @@ class TraceStore:
             for node in self._fetch(sql, [*part, not_before]):
                 out[node.step_id] = node
         return out
+
+    def labelled(self, by: LabelRef, ref: str, not_before: float) -> list[StoredNode]:
+        """The nodes a reviewer's label names, newest first, at most two: by ``step_id``
+        (the server's own id: one at most) or ``request_id`` (client-chosen: two say that
+        the id is ambiguous)."""
+        return self._fetch(
+            f"SELECT {COLS} FROM nodes WHERE {_ref_column(by)} = ? AND created >= ? "
+            "ORDER BY created DESC, step_id DESC LIMIT 2",
+            [ref, not_before],
+        )
 
     def missing(self, step_ids: Sequence[str], not_before: float) -> list[str]:
         found = self.get(step_ids, not_before)

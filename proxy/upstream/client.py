@@ -21,6 +21,7 @@ import structlog
 from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import is_connection_drop, map_upstream_error
 from groundproxy.proxy.upstream.redact import remember_secret
 from groundproxy.proxy.upstream.types import (
@@ -243,11 +244,13 @@ class UpstreamClient(Upstream):
         for name in ("dimensions", "encoding_format", "user"):
             if call.extra.get(name) is not None:
                 kwargs[name] = call.extra[name]
-        return await self._plain("aembedding", {**kwargs, "input": inputs})
+        body, seconds = await self._plain("aembedding", {**kwargs, "input": inputs})
+        return embeddings_body(body), seconds
 
     async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[dict[str, Any], float]:
         """``litellm.atext_completion`` (a ``text-completion-openai/`` model calls the
         upstream's ``/v1/completions``; litellm turns others into a chat call)."""
         kwargs = upstream_kwargs(call.upstream, call.model, [], call.extra)
         del kwargs["messages"]
-        return await self._plain("atext_completion", {**kwargs, "prompt": prompt})
+        body, seconds = await self._plain("atext_completion", {**kwargs, "prompt": prompt})
+        return text_body(body), seconds

@@ -12,6 +12,7 @@ no answer within the policy's timeout  504     ``upstream_timeout``
 upstream 429                           429     ``rate_limited`` (+ ``retry-after``)
 upstream 503                           503     ``upstream_unavailable`` (+ ``retry-after``)
 stream ended without a finish_reason   502     ``upstream_incomplete``
+a 200 body that is not a valid answer  502     ``upstream_invalid`` (proxy.upstream.bodies)
 upstream 400 (it refused the request)  400     (the client's error)
 any other upstream status or failure   502     ``upstream_error``
 =====================================  ======  ==========================
@@ -45,6 +46,7 @@ _TAILS = (
     " Original exception:",
 )  # fmt: skip
 _CUT = "Stream ended before a finish_reason"
+_UNREADABLE = "Invalid response object"  # litellm could not read a 200 body as its type
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -106,6 +108,18 @@ def _real_status(exc: BaseException) -> int | None:
     if isinstance(status, int) and headers:  # litellm's made-up responses carry no headers
         return status
     return None
+
+
+def _invalid_body(exc: BaseException) -> str:
+    """``": 'field': problem"`` when litellm's own model refused the upstream's body."""
+    from pydantic import ValidationError
+
+    for e in _chain(exc):
+        if isinstance(e, ValidationError) and e.errors():
+            first = e.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(body)"
+            return f": '{field}': {str(first['msg']).rstrip('.')}"
+    return ""
 
 
 def retry_after(exc: BaseException) -> str | None:
@@ -186,6 +200,12 @@ def _by_kind(exc: Exception, litellm: Any, status: int | None, detail: str) -> G
         return UpstreamError(
             "The upstream's stream ended before the answer was complete (no finish_reason).",
             code="upstream_incomplete",
+        )
+    if _UNREADABLE in detail or _invalid_body(exc):  # never sent on: tracebacks, the body
+        return UpstreamError(
+            "The upstream model provider answered with a body that is not a valid "
+            f"completion{_invalid_body(exc)}.",
+            code="upstream_invalid",
         )
     if status == 429 or isinstance(exc, litellm.RateLimitError):
         return status_error(429, detail)

@@ -21,7 +21,7 @@ Implementations (subclasses of :class:`Upstream`, each writing its four calls on
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ import structlog
 from groundproxy.errors import UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.streaming.checks import AnswerSeen
+from groundproxy.proxy.upstream.bodies import chat_body, chunk_body
 
 log = structlog.get_logger(__name__)
 
@@ -83,7 +84,9 @@ class Completion:
 
     @classmethod
     def from_body(cls, body: Json) -> Completion:
-        """Parse an OpenAI ``chat.completion`` body (kept as ``body``)."""
+        """Parse an OpenAI ``chat.completion`` body (kept as ``body``); a malformed one is
+        ``upstream_invalid`` (:mod:`proxy.upstream.bodies`)."""
+        chat_body(body)
         choices = []
         for c in body.get("choices") or []:
             message = c.get("message") or {}
@@ -211,7 +214,8 @@ def _incomplete(chunks: int) -> UpstreamError:
 def parse_chunk(chunk: Any) -> tuple[Json, list[StreamDelta]]:
     """One OpenAI chunk (an object with ``model_dump`` or a mapping) → its ``id`` /
     ``created`` / ``model`` and its deltas (usage rides on the last one, or alone)."""
-    data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
+    raw = chunk.model_dump() if hasattr(chunk, "model_dump") else chunk
+    data = chunk_body(dict(raw) if isinstance(raw, Mapping) else raw)
     meta: Json = {"id": data.get("id"), "created": data.get("created"), "model": data.get("model")}
     fingerprint = data.get("system_fingerprint")
     usage = data.get("usage") or None

@@ -34,6 +34,7 @@ from groundproxy.errors import (
 )
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import (
     connection_error,
     error_sentence,
@@ -273,11 +274,13 @@ class WireUpstream(Upstream):
     async def embeddings(self, call: UpstreamCall, inputs: Any) -> tuple[Json, float]:
         """``POST {api_base}/embeddings``: the upstream's body as it is."""
         body = {k: v for k, v in call.extra.items() if v is not None}
-        return await self._json(
+        data, seconds = await self._json(
             call.upstream, "embeddings", {**body, "model": wire_model(call.model), "input": inputs}
         )
+        return embeddings_body(data), seconds
 
     async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[Json, float]:
         """``POST {api_base}/completions`` (legacy completions): the upstream's body."""
         body = {**call.extra, "model": wire_model(call.model), "prompt": prompt}
-        return await self._json(call.upstream, "completions", body)
+        data, seconds = await self._json(call.upstream, "completions", body)
+        return text_body(data), seconds
