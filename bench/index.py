@@ -197,8 +197,8 @@ def bench_ingest(chunks: int, tmp: Path, names: list[str]) -> list[dict[str, flo
 
 def _tenant_source(data: Path, chunks: int) -> None:
     """One real tenant index ``t0`` of about ``chunks`` chunks (hashing embedder: fast)."""
-    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
     from groundproxy.retrieval.tenant_index import IndexWriter
+    from groundproxy.testing.embedders import HashingEmbedder
 
     with IndexWriter(data, "t0", HashingEmbedder()) as w:
         for d in range(chunks // 12):
@@ -217,8 +217,8 @@ def bench_lru(tmp: Path, tenants: int = 8, chunks: int = 10_000) -> dict[str, fl
     import gc
     import shutil
 
-    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
     from groundproxy.retrieval.manager import IndexManager
+    from groundproxy.testing.embedders import HashingEmbedder
 
     data = tmp / "lru"
     t = time.perf_counter()

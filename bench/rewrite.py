@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.needs_data import SHARED, require
 from groundproxy.guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
-from groundproxy.guards.pipeline import run_guard
+from groundproxy.guards.pipeline import Backends, run_guard
 from groundproxy.guards.sentences import sentence_spans
 from groundproxy.guards.types import GuardReport, Pair, Verifier
 from groundproxy.policies.schema import Policy, local_policy
@@ -125,9 +125,7 @@ def bench_file(
                 question=row.query,
                 context_messages=context,
                 policy=policy,
-                verifier=verifier,
-                embedder=None,
-                index=None,
+                backends=Backends(verifier),
             )
         changed = content_changed(report)
         if not changed:

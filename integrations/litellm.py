@@ -29,7 +29,12 @@ from typing import Any
 from litellm.exceptions import GuardrailRaisedException
 from litellm.integrations.custom_guardrail import CustomGuardrail
 
-from groundproxy.integrations.check_client import CheckClient, CheckError, CheckResult
+from groundproxy.integrations.check_client import (
+    CheckClient,
+    CheckError,
+    CheckQuery,
+    CheckResult,
+)
 
 UNVERIFIED_HEADERS = {"x-groundproxy-action": "unverified"}
 
@@ -54,13 +59,10 @@ class GroundproxyGuardrail(CustomGuardrail):
         them); unreachable groundproxy → block, or with ``unreachable_fallback: fail_open``
         the answer unchanged and marked unverified."""
         try:
-            return await self.groundproxy.check(
-                answer,
-                messages=data.get("messages"),
-                model=data.get("model"),
-                request_id=data.get("litellm_call_id"),
-                logprobs=logprobs,
+            query = CheckQuery(
+                answer, messages=data.get("messages"), model=data.get("model"), logprobs=logprobs
             )
+            return await self.groundproxy.check(query, request_id=data.get("litellm_call_id"))
         except CheckError as exc:
             if not self.fail_open:
                 raise GuardrailRaisedException(

@@ -72,6 +72,7 @@ _STATUS_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    409: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
     422: "invalid_request_error",

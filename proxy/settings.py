@@ -56,3 +56,6 @@ class Settings(BaseSettings):
     forward_headers: str = ""
     # Browser origins allowed by CORS (comma-separated, "*" for any); empty: CORS off.
     cors_origins: str = ""
+    # /docs (Swagger UI, served offline) and /openapi.json; off: both 404
+    # (proxy.routes.api_docs)
+    api_docs: bool = False

@@ -106,32 +106,41 @@ def ingest_docs(
     )
 
 
+@dataclass(frozen=True)
+class FileOptions:
+    """How files are read: ``skip_errors`` — a file that cannot be read is skipped (reported
+    in ``skipped``) instead of aborting the ingest; ``follow_symlinks`` — a symlink in a
+    folder that points outside it is ingested instead of refused."""
+
+    skip_errors: bool = False
+    follow_symlinks: bool = False
+
+
 def ingest_paths_with(
     open_writer: WriterOpener,
     tenant: str,
     paths: Sequence[Path],
     embedder: Embedder,
     progress: bool = True,
-    *,
-    skip_errors: bool = False,
-    follow_symlinks: bool = False,
+    files: FileOptions | None = None,
 ) -> IngestResult:
-    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr.
+    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr,
+    read as ``files`` says (default: a bad file aborts, outside symlinks are refused).
 
     The files are listed first (a missing path, or nothing to ingest, is an error before
-    anything is read). ``skip_errors``: a file that cannot be read is skipped (reported in
-    ``skipped``) instead of aborting the ingest. ``follow_symlinks``: a symlink in a folder
-    that points outside it is ingested instead of refused.
-    """
-    files = list_sources(paths)
-    if not files:
+    anything is read)."""
+    options = files if files is not None else FileOptions()
+    found = list_sources(paths)
+    if not found:
         given = ", ".join(str(p) for p in paths)
         raise BadRequestError(
             f"nothing to ingest in {given}: no {' '.join(sorted(SUPPORTED_SUFFIXES))} file"
         )
     skipped: list[str] = []
-    keep = skipped if skip_errors else None
-    sources = [(estimate_chunks(f.size), read_source(f, keep, follow_symlinks)) for f in files]
+    keep = skipped if options.skip_errors else None
+    sources = [
+        (estimate_chunks(f.size), read_source(f, keep, options.follow_symlinks)) for f in found
+    ]
     result = ingest_docs(open_writer, tenant, sources, embedder, progress)
     return dataclasses.replace(result, skipped=skipped)
 

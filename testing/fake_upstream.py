@@ -7,7 +7,11 @@ else the default answer. A rule may answer with tool calls too:
 ``"tool_calls": [{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]``
 (``answer`` then is optional prose beside them; ``finish_reason`` is ``tool_calls``), or with
 a legacy ``"function_call": {"name": ..., "arguments": ...}``. Answers carry
-``system_fingerprint``; ``logprobs: true`` adds one logprob per word (the rule's ``"logprob"``,
+``system_fingerprint``. A rule may also script an odd answer: ``"body"`` is sent as the 200
+body as it is (a JSON value, or a string sent verbatim: ``NaN``, broken JSON) to a plain
+request — chat, ``/v1/completions`` (matched on the prompt) or ``/v1/embeddings`` (on the
+input) — and ``"chunks"`` (each a JSON value or a verbatim string) are a stream's events
+before ``[DONE]``. ``logprobs: true`` adds one logprob per word (the rule's ``"logprob"``,
 default -0.5), and streams send a final
 ``choices: []`` usage chunk when ``stream_options.include_usage`` is set.
 Model names switch on failure modes for tests:
@@ -60,7 +64,6 @@ from groundproxy.testing.fake_bodies import (
     DEFAULT_ANSWER,
     completion_body,
     embedding_body,
-    pick_answer,
     pick_rule,
     stream_chunks,
     text_completion_body,
@@ -160,6 +163,31 @@ def _echo_key(request: Request) -> JSONResponse:
     )
 
 
+def _verbatim(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _scripted(rule: dict[str, Any], stream: bool) -> Response | None:
+    """A rule's scripted ``body`` (plain) or ``chunks`` (stream), sent as they are."""
+    if stream and "chunks" in rule:
+
+        async def events() -> AsyncIterator[bytes]:
+            for chunk in rule["chunks"]:
+                yield f"data: {_verbatim(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+    if not stream and "body" in rule:
+        return Response(_verbatim(rule["body"]), media_type="application/json")
+    return None
+
+
+def _as_chat(text: Any) -> dict[str, Any]:
+    """A prompt or an embeddings input as a chat body, for the rules' ``match``."""
+    text = text if isinstance(text, str) else " ".join(map(str, text or []))
+    return {"messages": [{"role": "user", "content": text}]}
+
+
 def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> Starlette:
     state: dict[str, Any] = {"last": None, "headers": None}
     stats = {"started": 0, "finished": 0, "disconnected": 0, "inflight": 0}
@@ -221,6 +249,9 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         if model == "bad-json":
             return Response(b"{this is not json", media_type="application/json")
         rule = pick_rule(script, body, default)
+        scripted = _scripted(rule, bool(body.get("stream")))
+        if scripted is not None:
+            return scripted
         answer = str(rule.get("answer") or "")
         if body.get("stream"):
             return StreamingResponse(
@@ -259,6 +290,9 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             return _status_error(
                 status if status in CLIENT_ERRORS else 429 if status == 429 else 503
             )
+        scripted = _scripted(pick_rule(script, _as_chat(body.get("input")), default), False)
+        if scripted is not None:
+            return scripted
         return JSONResponse(
             embedding_body(body.get("input", ""), model, body.get("encoding_format"))
         )
@@ -271,9 +305,11 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             request, float(model.removeprefix("slow-"))
         ):
             return Response(status_code=499)
-        prompt = body.get("prompt", "")
-        prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
-        answer = pick_answer(script, {"messages": [{"role": "user", "content": prompt}]}, default)
+        rule = pick_rule(script, _as_chat(body.get("prompt", "")), default)
+        scripted = _scripted(rule, bool(body.get("stream")))
+        if scripted is not None:
+            return scripted
+        answer = str(rule.get("answer") or "")
         if not body.get("stream"):
             return JSONResponse(text_completion_body(answer, model))
 

@@ -203,17 +203,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "ingest":
         from groundproxy.proxy.cli.commands import ingest
 
-        return ingest(
-            settings.data,
-            args.tenant,
-            args.paths,
-            progress=not args.no_progress,
-            embedder_name=settings.embedder,
-            skip_errors=args.skip_errors,
-            follow_symlinks=args.follow_symlinks,
-            database_url=settings.database_url,
-            cache=settings.cache,
-        )
+        return ingest(args, settings)
     if args.command == "delete":
         from groundproxy.proxy.cli.commands import delete
 
@@ -221,31 +211,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
         from groundproxy.proxy.cli.commands import check
 
-        return check(
-            settings.data,
-            settings.policies,
-            args.tenant,
-            args.answer,
-            args.question,
-            args.context_file,
-            embedder_name=settings.embedder,
-            cache=settings.cache,
-            fail_on=args.fail_on,
-            database_url=settings.database_url,
-        )
+        return check(args, settings)
     if args.command == "eval":
         from groundproxy.proxy.cli.evaluate import run_eval_command
 
-        return run_eval_command(
-            args.file,
-            args.verifier,
-            args.mode,
-            args.limit,
-            args.json,
-            args.seed,
-            args.out,
-            decision=args.decision,
-        )
+        return run_eval_command(args)
     if args.command == "demo":
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
         # run it as its own process rather than import it, so proxy/ never imports testing/.
@@ -254,40 +224,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "calibrate" and args.fit:
         from groundproxy.proxy.cli.adapt_command import run_fit_command
 
-        return run_fit_command(args, settings.data, settings.policies, settings.database_url)
+        return run_fit_command(args, settings)
     if args.command == "calibrate":
         from groundproxy.proxy.cli.calibrate import run_calibrate_command
 
-        if args.file is None:
-            raise BadRequestError("calibrate needs a FILE of labelled rows (or --fit)")
-
-        return run_calibrate_command(
-            args.file,
-            args.tenant,
-            0.1 if args.alpha is None else args.alpha,
-            settings.data,
-            settings.policies,
-            args.verifier,
-            args.seed,
-            args.cal_fraction,
-            args.limit,
-            args.json,
-            settings.database_url,
-        )
+        return run_calibrate_command(args, settings)
     if args.command == "models":
         from groundproxy.proxy.cli.commands import models_build, models_list
 
         if args.models_command == "build":
-            return models_build(
-                args.source,
-                args.name,
-                settings.models_dir,
-                settings.data,
-                args.kind,
-                args.max_length,
-                args.pair_order,
-                args.force,
-            )
+            return models_build(args, settings)
         return models_list(settings.models_dir, settings.data)
     if args.command == "hash-key":
         from groundproxy.policies.keys import hash_key

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import socket
 
-from groundproxy.errors import BadRequestError
+from groundproxy.errors import BadRequestError, ModelLoadError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.logs import configure_logging, log_level
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.embedder import available_embedders
+from groundproxy.retrieval.embedder import embedder_factory
 
 
 def preflight(settings: Settings) -> None:
@@ -22,9 +22,10 @@ def preflight(settings: Settings) -> None:
     if not settings.policies.is_dir():
         raise BadRequestError(f"policies folder {settings.policies} does not exist")
     PolicyStore(settings.policies).check()  # PolicyError when no policy would load
-    if settings.embedder not in available_embedders():
-        valid = ", ".join(available_embedders())
-        raise BadRequestError(f"unknown embedder {settings.embedder!r}; valid: {valid}")
+    try:
+        embedder_factory(settings.embedder)  # a name, or an import path (imported, not built)
+    except ModelLoadError as exc:
+        raise BadRequestError(exc.message) from exc
     if settings.port == 0:
         return
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
@@ -75,13 +76,13 @@ def serve_workers(settings: Settings) -> int:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    from groundproxy.proxy.app import create_app
+    from groundproxy.proxy.app import build_app
 
     preflight(settings)
     configure_logging(settings.log_level)
     if settings.workers > 1:
         return serve_workers(settings)
-    app = create_app(settings)
+    app = build_app(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,

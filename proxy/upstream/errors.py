@@ -12,6 +12,7 @@ no answer within the policy's timeout  504     ``upstream_timeout``
 upstream 429                           429     ``rate_limited`` (+ ``retry-after``)
 upstream 503                           503     ``upstream_unavailable`` (+ ``retry-after``)
 stream ended without a finish_reason   502     ``upstream_incomplete``
+a 200 body that is not a valid answer  502     ``upstream_invalid`` (proxy.upstream.bodies)
 upstream 400 / 404 / 409 / 422         same    the upstream's code, when plain
 upstream 401 / 403 (the policy's key)  same    ``upstream_authentication_failed`` /
                                                ``upstream_permission_denied``
@@ -61,6 +62,7 @@ _TAILS = (
     " Original exception:",
 )  # fmt: skip
 _CUT = "Stream ended before a finish_reason"
+_UNREADABLE = "Invalid response object"  # litellm could not read a 200 body as its type
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -124,6 +126,18 @@ def _real_status(exc: BaseException) -> int | None:
     return None
 
 
+def _invalid_body(exc: BaseException) -> str:
+    """``": 'field': problem"`` when litellm's own model refused the upstream's body."""
+    from pydantic import ValidationError
+
+    for e in _chain(exc):
+        if isinstance(e, ValidationError) and e.errors():
+            first = e.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(body)"
+            return f": '{field}': {str(first['msg']).rstrip('.')}"
+    return ""
+
+
 def retry_after(exc: BaseException) -> str | None:
     """The upstream's ``retry-after`` header, when it sent one."""
     for e in _chain(exc):
@@ -132,6 +146,29 @@ def retry_after(exc: BaseException) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()[:32]
     return None
+
+
+def connection_error(exc: BaseException) -> GroundproxyError | None:
+    """A failure of the connection itself, whoever called (litellm or the wire client):
+    refused / dropped → ``upstream_unreachable``, past the timeout → ``upstream_timeout``;
+    None for anything else."""
+    if is_connection_drop(exc):
+        return UpstreamError(
+            "The upstream model provider could not be reached (the connection failed).",
+            code="upstream_unreachable",
+        )
+    if _is_timeout(exc):
+        return timeout_error()
+    return None
+
+
+def timeout_error() -> UpstreamTimeoutError:
+    return UpstreamTimeoutError("The upstream model provider did not answer in time.")
+
+
+def failed_error(detail: str) -> UpstreamError:
+    """Any other failure: ``upstream_error`` with the upstream's own words."""
+    return UpstreamError(error_sentence("The upstream model provider failed", detail))
 
 
 def error_sentence(lead: str, detail: str) -> str:
@@ -223,26 +260,33 @@ def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
     status = _real_status(exc)
     detail = upstream_message(exc)
     log.warning("upstream_error", error_type=type(exc).__name__, status=status)
-    mapped: GroundproxyError
-    if is_connection_drop(exc):
-        mapped = UpstreamError(
-            "The upstream model provider could not be reached (the connection failed).",
-            code="upstream_unreachable",
-        )
-    elif _is_timeout(exc) or isinstance(exc, litellm.Timeout):
-        mapped = UpstreamTimeoutError("The upstream model provider did not answer in time.")
-    elif _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
-        mapped = UpstreamError(
+    mapped = connection_error(exc) or _by_kind(exc, litellm, status, detail)
+    mapped.retry_after = retry_after(exc)
+    return mapped
+
+
+def _by_kind(exc: Exception, litellm: Any, status: int | None, detail: str) -> GroundproxyError:
+    if isinstance(exc, litellm.Timeout):
+        return timeout_error()
+    if _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
+        return UpstreamError(
             "The upstream's stream ended before the answer was complete (no finish_reason).",
             code="upstream_incomplete",
         )
-    elif status == 429 or isinstance(exc, litellm.RateLimitError):
-        mapped = status_error(429, detail)
-    elif status == 503:  # only a real one: litellm labels failures of its own 503 too
-        mapped = status_error(503, detail)
-    elif (client := _client_status(exc, litellm) or status) is not None:
-        mapped = status_error(client, detail, _upstream_code(exc))
-    else:
-        mapped = UpstreamError(error_sentence("The upstream model provider failed", detail))
-    mapped.retry_after = retry_after(exc)
-    return mapped
+    if _UNREADABLE in detail or _invalid_body(exc):  # never sent on: tracebacks, the body
+        return UpstreamError(
+            "The upstream model provider answered with a body that is not a valid "
+            f"completion{_invalid_body(exc)}.",
+            code="upstream_invalid",
+        )
+    if status == 429 or isinstance(exc, litellm.RateLimitError):
+        return status_error(429, detail)
+    if status == 503:  # only a real one: litellm labels failures of its own 503 too
+        return status_error(503, detail)
+    found = _client_status(exc, litellm) or status
+    own_refusal = not isinstance(exc, litellm.AuthenticationError)
+    if found is None and isinstance(exc, litellm.BadRequestError) and own_refusal:
+        found = 400  # litellm's own refusal of the request
+    if found is not None:
+        return status_error(found, detail, _upstream_code(exc))
+    return failed_error(detail)

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from groundproxy.testing.embedders import HASHING
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = (REPO / "policies" / "demo.yaml").read_text(encoding="utf-8")
 pytestmark = pytest.mark.slow  # real processes
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GROUNDPROXY_EMBEDDER": "hashing"}
+    env = {**os.environ, "GROUNDPROXY_EMBEDDER": HASHING}
     done = subprocess.run(
         [sys.executable, "-m", "groundproxy.proxy", *args],
         cwd=cwd,

@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStep, TraceStores
 from tests.conftest import ADMIN_KEYS, KEYS
 from tests.inprocess import app_client
 
@@ -133,17 +133,19 @@ def test_answers_written_with_the_node_and_pruned_with_it(tmp_path: Path) -> Non
     settings = TracesPolicy(retention_hours=1.0, max_nodes=2)
     for i in range(3):
         store.record(
-            step_id=f"st_{i:016x}",
-            trace_id="t",
-            parents=[],
-            request_id=f"r{i}",
-            policy_id="acme@1",
-            question=None,
-            context=[],
+            TraceStep(
+                step_id=f"st_{i:016x}",
+                trace_id="t",
+                parents=[],
+                request_id=f"r{i}",
+                policy_id="acme@1",
+                question=None,
+                context=[],
+                model="gpt-x",
+            ),
             report=_report(f"c{i}."),
             settings=settings,
             now=1000.0 + i,
-            model="gpt-x",
         )
     from groundproxy.proxy.storage import answers
 

@@ -17,7 +17,7 @@ import pytest_asyncio
 import yaml
 
 from groundproxy.policies.keys import hash_key
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import _policy, share_index_files
 
@@ -45,7 +45,7 @@ async def client(
         spec.setdefault("retrieval", {})["index"] = "acme"
         (policies / f"{transport}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     share_index_files(policies)
-    app = create_app(Settings(policies=policies, data=data_dir, watch_policies=False))
+    app = build_app(Settings(policies=policies, data=data_dir, watch_policies=False))
     async with app.router.lifespan_context(app):
         transport_ = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport_, base_url="http://gp", timeout=60) as c:
