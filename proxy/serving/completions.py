@@ -14,7 +14,7 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import report_body
+from groundproxy.guards import dropped_note, report_body, still_describes
 from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.openai_requests import CompletionsRequest
 from groundproxy.proxy.protocol import checked
@@ -51,6 +51,14 @@ def _chunks(body: dict[str, Any]) -> Iterator[bytes]:
     yield sse("[DONE]")
 
 
+def _legacy_note(text: str, report: GuardReport) -> str:
+    """Why a choice's legacy logprobs were dropped: even citation markers alone shift the
+    characters their ``text_offset`` indexes."""
+    if still_describes(text, report.text):
+        return "logprobs dropped: citation markers shift the text their text_offset indexes"
+    return dropped_note(report.claims, report.blocked)
+
+
 class CompletionsServing(UpstreamServing):
     """Legacy text completions over the guarded call, the upstreams and the metrics."""
 
@@ -83,6 +91,7 @@ class CompletionsServing(UpstreamServing):
         body["model"], body["object"] = scope.model, "text_completion"
         started = self.call.clock.monotonic()
         reports: list[GuardReport] = []
+        notes: list[str] = []
         for choice in body.get("choices") or []:
             text = choice.get("text")
             if not isinstance(text, str):
@@ -90,8 +99,9 @@ class CompletionsServing(UpstreamServing):
             # logprobs are read only by an adapter that uses them
             report = await self.call.guard_text(scope, text, asked, choice.get("logprobs"))
             reports.append(report)
-            if report.text != text:  # its logprobs describe tokens the guard replaced
+            if choice.get("logprobs") and report.text != text:  # text_offset would not match
                 choice["logprobs"] = None
+                notes.append(_legacy_note(text, report))
             choice["text"] = report.text
             choice.setdefault("logprobs", None)  # the spec requires it (nullable)
             if report.blocked:
@@ -99,5 +109,7 @@ class CompletionsServing(UpstreamServing):
         report = reports[0] if reports else no_claims()
         report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
         body["groundproxy"] = report_body(report, scope.policy_id)
+        if notes:
+            body["groundproxy"]["notes"] = notes
         headers = await self.call.conclude(scope, report, asked, seconds * 1000.0)
         return Completed(body, headers, report)
