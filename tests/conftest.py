@@ -61,6 +61,11 @@ UPSTREAM_SCRIPT: dict[str, Any] = {
         },
         {"match": "context question", "answer": "The meeting is on Tuesday at 10:00 in room 4."},
         {"match": "product sheet", "answer": PRODUCT_SHEET},
+        {
+            "match": "weather in",
+            "answer": "Let me look that up.",
+            "tool_calls": [{"name": "get_weather", "arguments": '{"city": "Paris"}'}],
+        },
     ],
 }
 
@@ -242,3 +247,17 @@ def _structlog_defaults_after_cli_tests() -> Iterator[None]:
 
     if structlog.is_configured():
         structlog.reset_defaults()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many answers this run validated against OpenAI's spec, per schema (a violation
+    fails the test that got it, so every one counted here was clean)."""
+    from tests.spec_check import CHECKED
+
+    if CHECKED:
+        total = sum(CHECKED.values())
+        each = ", ".join(f"{name} {n}" for name, n in sorted(CHECKED.items()))
+        terminalreporter.write_line(
+            f"OpenAI spec: {total} bodies / events validated clean ({each}); a violation "
+            "fails the test that got it"
+        )
