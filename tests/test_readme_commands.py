@@ -51,14 +51,13 @@ def _clone(work: Path, upstream_port: int) -> Path:
     policy = yaml.safe_load(demo.read_text(encoding="utf-8"))
     policy["upstream"]["api_base"] = f"http://127.0.0.1:{upstream_port}/v1"
     demo.write_text(yaml.safe_dump(policy), encoding="utf-8")
+    # the files the ingest example names (its docs/ is the clone's own: docs/DESIGN.md)
     for name, text in (
         ("handbook.md", "# Handbook\n\nThe warranty lasts 12 months.\n"),
-        ("docs/faq.md", "Refunds take 30 days.\n"),
         ("faq.html", "<p>Support answers within two days.</p>"),
         ("rows.jsonl", '{"id": "r1", "text": "Batteries last 6 months."}\n'),
     ):
-        (clone / name).parent.mkdir(exist_ok=True)
-        (clone / name).write_text(text, encoding="utf-8")  # fmt: skip
+        (clone / name).write_text(text, encoding="utf-8")
     make_pdf(clone / "manual.pdf", ["The manual says the robot weighs 3 kg."])
     return clone
 
