@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.needs_data import require
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from groundproxy.guards.context import sentence_windows
@@ -141,6 +143,7 @@ def main() -> None:
         "--plots", type=Path, default=Path(__file__).resolve().parent / "results" / "accuracy"
     )
     args = ap.parse_args()
+    require(args.data)
     extra: dict[str, Any] = {}
     if args.verifiers:
         from groundproxy.models.registry import VerifierRegistry

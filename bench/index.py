@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.needs_data import SHARED, require
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 DIM = 384
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def rss_mb() -> float:
@@ -267,6 +268,7 @@ def main() -> None:
     p.add_argument("--ef-construction", type=int, default=200)
     p.add_argument("--vectors", default="uniform", help="uniform and/or clustered")
     args = p.parse_args()
+    require(SHARED)
     print(
         f"cpus {os.cpu_count()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
         f"load average at start {os.getloadavg()[0]:.1f} (shared machine)",

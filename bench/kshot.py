@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.accuracy import lexical_scores
+from bench.needs_data import SHARED, require
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
@@ -55,7 +56,7 @@ from groundproxy.proxy.storage.adapters import shipped_decision
 from groundproxy.proxy.storage.feedback import parse_labelled
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = SHARED
 
 
 def pool_rows(path: Path, size: int, seed: int) -> list[dict[str, Any]]:
@@ -202,6 +203,7 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    require(args.data)
     ks = [int(k) for k in args.ks.split(",")]
     files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     if args.only:

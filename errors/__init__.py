@@ -14,7 +14,7 @@ HTTP layer owns the one table from class to (status, type, code):
     ├── PermissionDeniedError             (a known key that may not do this)
     ├── NotFoundError                     (no such thing for this tenant)
     │   └── UnknownModelError             (no such model)
-    ├── ConflictError                     (the request names more than one thing)
+    ├── ConflictError                     (an ambiguous reference; the upstream's 409)
     ├── RateLimitError                    (too many requests)
     │   └── OverloadedError               (the guard queue is full: on_overload: reject)
     ├── ServiceUnavailableError           (still loading)
@@ -101,7 +101,8 @@ class UnknownModelError(NotFoundError):
 
 
 class ConflictError(GroundproxyError):
-    """The request's reference is ambiguous (e.g. a request id that names several answers)."""
+    """A conflict: the request's reference is ambiguous (e.g. a request id that names several
+    answers), or the upstream reported one (409)."""
 
 
 class RateLimitError(GroundproxyError):

@@ -47,6 +47,7 @@ from groundproxy.guards.logprobs import (
     parse_logprobs,
     verified_logprobs,
 )
+from groundproxy.guards.logprobs_kept import PieceTally, TokenQueue, dropped_note, still_describes
 from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
 from groundproxy.guards.report import header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
@@ -64,10 +65,12 @@ __all__ = [
     "Adapter",
     "Backends",
     "CachingVerifier",
+    "PieceTally",
     "Segment",
     "SentenceSegmenter",
     "StreamedAnswer",
     "TokenLogprob",
+    "TokenQueue",
     "TraceClaim",
     "TraceNode",
     "VerdictCache",
@@ -85,6 +88,7 @@ __all__ = [
     "coverage",
     "decide_claims",
     "disabled_report",
+    "dropped_note",
     "evidence_fn",
     "failure_report",
     "features_from_signals",
@@ -102,6 +106,7 @@ __all__ = [
     "response_schema",
     "run_guard",
     "shed_error",
+    "still_describes",
     "verified_logprobs",
     "verify",
     "walk_back",

@@ -86,7 +86,7 @@ class CompletionsRequest(_Sampling):
     """``POST /v1/completions``."""
 
     model: ModelName
-    prompt: Any = None  # its forms are the route's (proxy.serving.completions.prompt_text)
+    prompt: Any = None  # its forms are the route's (proxy.serving.completions.prompt_list)
     logprobs: Annotated[StrictInt, Field(ge=0, le=5)] | None = None
     echo: StrictBool | None = None
     suffix: str | None = None

@@ -25,6 +25,9 @@ Model names switch on failure modes for tests:
 - ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
 - ``drip-<seconds>`` → a stream that waits ``<seconds>`` before each word
 - ``fail-429`` / ``fail-503`` → HTTP 429 / 503 with an OpenAI error body and ``retry-after: 7``
+- ``fail-401`` / ``fail-403`` / ``fail-404`` / ``fail-409`` / ``fail-422`` → that status with
+  the error body OpenAI sends for it (a wrong key: 401 ``invalid_api_key`` quoting a key; a
+  wrong model name: 404 ``model_not_found``; :data:`CLIENT_ERRORS`)
 - ``huge-error`` → HTTP 503 whose OpenAI error message is 3 MB of key-shaped text (the
   size that froze litellm's secret redaction on the event loop), ``retry-after: 7``
 
@@ -79,8 +82,32 @@ def _huge_error() -> Response:
     )
 
 
+# ``fail-NNN`` models: what OpenAI itself answers with that status (message, type, code)
+CLIENT_ERRORS: dict[int, tuple[str, str, str | None]] = {
+    401: (
+        "Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz012345. You can find "
+        "your API key at https://platform.openai.com/account/api-keys.",
+        "invalid_request_error",
+        "invalid_api_key",
+    ),
+    403: ("Project does not have access to model gpt-5.", "invalid_request_error", None),
+    404: (
+        "The model `gpt-4o-typo` does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model_not_found",
+    ),
+    409: ("Another request is updating this resource.", "invalid_request_error", "conflict"),
+    422: ("Unprocessable: tools[0].function.name is empty.", "invalid_request_error", None),
+}
+
+
 def _status_error(status: int) -> JSONResponse:
-    """``fail-429`` / ``fail-503``: an OpenAI error body and a ``retry-after`` header."""
+    """``fail-429`` / ``fail-503``: an OpenAI error body and a ``retry-after`` header;
+    ``fail-401`` … ``fail-422``: OpenAI's own error body for that status."""
+    if status in CLIENT_ERRORS:
+        message, kind, code = CLIENT_ERRORS[status]
+        error = {"message": message, "type": kind, "param": None, "code": code}
+        return JSONResponse({"error": error}, status_code=status)
     kind = "rate_limit_exceeded" if status == 429 else "overloaded"
     error = {"message": f"upstream says {kind}", "type": kind, "param": None, "code": kind}
     return JSONResponse({"error": error}, status_code=status, headers={"retry-after": "7"})
@@ -201,7 +228,7 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             return _echo_key(request)
         if model == "huge-error":
             return _huge_error()
-        if model in ("fail-429", "fail-503"):
+        if model in ("fail-429", "fail-503") or model in {f"fail-{n}" for n in CLIENT_ERRORS}:
             return _status_error(int(model.removeprefix("fail-")))
         if model == "fail-400":
             return JSONResponse(
@@ -259,7 +286,10 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         state["last"], state["headers"] = body, dict(request.headers)
         model = str(body.get("model", ""))
         if model.startswith("fail-"):
-            return _status_error(429 if model == "fail-429" else 503)
+            status = int(model.removeprefix("fail-"))
+            return _status_error(
+                status if status in CLIENT_ERRORS else 429 if status == 429 else 503
+            )
         scripted = _scripted(pick_rule(script, _as_chat(body.get("input")), default), False)
         if scripted is not None:
             return scripted

@@ -1,7 +1,8 @@
 """``groundproxy serve``: uvicorn in front of the app, SIGHUP reloads policies.
 
-Start-up errors found before uvicorn starts (no policies folder, an unknown embedder, a port
-already taken) raise :class:`BadRequestError`: the CLI prints them as one line, exit 2.
+Start-up errors found before uvicorn starts (no policies folder, a policy folder where no
+policy loads — each bad file named with its line —, an unknown embedder, a port already
+taken) raise a :class:`GroundproxyError`: the CLI prints it as one line, exit 2.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import socket
 
 from groundproxy.errors import BadRequestError, ModelLoadError
+from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.logs import configure_logging, log_level
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.embedder import embedder_factory
@@ -19,6 +21,7 @@ def preflight(settings: Settings) -> None:
     """What would make the server fail to start, checked without loading anything."""
     if not settings.policies.is_dir():
         raise BadRequestError(f"policies folder {settings.policies} does not exist")
+    PolicyStore(settings.policies).check()  # PolicyError when no policy would load
     try:
         embedder_factory(settings.embedder)  # a name, or an import path (imported, not built)
     except ModelLoadError as exc:

@@ -38,9 +38,11 @@ from typing import Any
 import structlog
 
 from groundproxy.guards import (
+    PieceTally,
     Segment,
     SentenceSegmenter,
     StreamedAnswer,
+    TokenQueue,
     Verified,
     parse_json_answer,
     report_body,
@@ -133,16 +135,19 @@ async def sentence_events(
     state = guarded.answer
     segmenter = SentenceSegmenter()
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
-    tokens: list[Any] = []  # upstream logprobs not yet sent (they ride on unchanged text)
+    tokens = TokenQueue()  # upstream logprobs not yet sent (they ride on unchanged text)
+    tally = PieceTally()
     hold, json_report = JsonHold(), None
 
     async def emit(segments: list[Segment]) -> AsyncIterator[bytes]:
         for seg in segments:
+            before = len(state.results)
             text = await guarded.piece(seg)
-            logprobs = None
-            if tokens and text == seg.text:
-                logprobs = {"content": list(tokens), "refusal": None}
-            tokens.clear()  # a rewritten or withheld span's logprobs are dropped
+            logprobs = None  # kept for text unchanged apart from citation markers; a
+            # rewritten or withheld piece's own tokens are dropped (and noted)
+            own = tokens.take(len(seg.text))
+            if own and tally.keep(seg.text, text, state.results[before:], state.blocked):
+                logprobs = {"content": own, "refusal": None}
             if text:
                 state.sent.append(text)
                 yield out.chunk({"content": text}, logprobs)
@@ -162,7 +167,7 @@ async def sentence_events(
             if not role_sent:
                 role_sent = True
                 yield out.chunk({"role": d.role or "assistant", "content": ""})
-            tokens.extend((d.logprobs or {}).get("content") or [])
+            tokens.add((d.logprobs or {}).get("content") or [])
             prose = hold.take(d.content) if d.content and not state.blocked else ""
             if prose:
                 async for piece in emit(segmenter.feed(prose)):
@@ -195,7 +200,10 @@ async def sentence_events(
     if on_report is not None:
         await on_report(report)
     finish = "content_filter" if report.blocked else (out.finish or "stop")
-    last = out.last(finish, report_body(report, loaded.policy_id))
+    verdict = report_body(report, loaded.policy_id)
+    if (note := tally.note()) is not None:
+        verdict["notes"] = [note]
+    last = out.last(finish, verdict)
     log.info(
         "guarded",
         mode="sentence",

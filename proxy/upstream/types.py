@@ -358,7 +358,7 @@ async def collect(stream: ChunkStream) -> UpstreamAnswer:
             content="".join(c.text) or (None if c.tool_calls or c.function_call else ""),
             finish_reason=c.finish or "stop", tool_calls=c.tool_calls or None,
             function_call=c.function_call,
-            logprobs={"content": c.logprobs} if c.logprobs else None,
+            logprobs={"content": c.logprobs, "refusal": None} if c.logprobs else None,
         )
         for i, c in sorted(by_index.items())
     ]  # fmt: skip

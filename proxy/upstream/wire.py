@@ -9,9 +9,10 @@ other field as the client sent it) to ``{api_base}/chat/completions`` (``/embedd
 or, streamed, as server-sent events through the same :class:`~proxy.upstream.types.ChunkStream`
 parser the litellm path uses. Error bodies are cut at :data:`ERROR_BODY_LIMIT` bytes
 (:mod:`proxy.upstream.transport`) and map to the same codes as litellm's errors
-(:mod:`proxy.upstream.errors`: 400 → the client's error, 429 → ``rate_limited``, 503 →
-``upstream_unavailable``, other statuses → ``upstream_error``, refused/dropped →
-``upstream_unreachable``, the policy's ``timeout_s`` → ``upstream_timeout``). A pooled
+(:mod:`proxy.upstream.errors`: a 4xx keeps its status — 400/401/403/404/409/422 —, 429 →
+``rate_limited``, 503 → ``upstream_unavailable``, other statuses → ``upstream_error``,
+refused/dropped → ``upstream_unreachable``, the policy's ``timeout_s`` →
+``upstream_timeout``). A pooled
 connection the server dropped before any answer is retried once, as on the litellm path.
 """
 
@@ -88,24 +89,28 @@ def _url(upstream: UpstreamPolicy, path: str) -> str:
     return f"{base.rstrip('/')}/{path}"
 
 
-def _error_detail(body: bytes) -> str:
-    """The upstream's own message from an error body (OpenAI's shape, or its text)."""
+def _error_detail(body: bytes) -> tuple[str, str | None]:
+    """The upstream's own message (redacted) and ``code`` from an error body (OpenAI's
+    shape, or its text)."""
     text = body.decode("utf-8", "replace")
     try:
         data = json.loads(text)
     except ValueError:
         data = None
+    code = None
     if isinstance(data, dict):
         err = data.get("error", data)
         msg = err.get("message") if isinstance(err, dict) else err
         text = msg if isinstance(msg, str) else json.dumps(msg)
-    return redact(" ".join(text.split()).rstrip("."))[:500]
+        raw_code = err.get("code") if isinstance(err, dict) else None
+        code = raw_code if isinstance(raw_code, str) else None
+    return redact(" ".join(text.split()).rstrip("."))[:500], code
 
 
 def status_error(status: int, body: bytes, headers: httpx.Headers) -> GroundproxyError:
     """An upstream error response → our tree (``proxy.upstream.errors.status_error``)."""
     log.warning("upstream_error", error_type="HTTPStatus", status=status)
-    mapped = status_mapped(status, _error_detail(body))
+    mapped = status_mapped(status, *_error_detail(body))
     value = headers.get("retry-after")
     mapped.retry_after = value.strip()[:32] if value and value.strip() else None
     return mapped
@@ -156,7 +161,7 @@ def _event(payload: str) -> Json | None:
     if not isinstance(chunk, dict):
         return None
     if chunk.get("error") and not chunk.get("choices"):
-        detail = _error_detail(json.dumps(chunk).encode())
+        detail, _ = _error_detail(json.dumps(chunk).encode())
         raise UpstreamError(error_sentence("The upstream's stream failed", detail))
     return chunk
 
