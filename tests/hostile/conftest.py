@@ -26,12 +26,13 @@ import httpx
 import pytest
 import yaml
 
+from groundproxy.testing.embedders import HASHING
 from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 from tests.hardening.conftest import admin_key, auth, key, policy
 
 __all__ = ["admin_key", "auth", "key"]  # the keys of tests.hardening, for this package's tests
 
-ENV = {"GROUNDPROXY_EMBEDDER": "hashing", "TEST_UPSTREAM_KEY": "sk-upstream-hostile-0123456789"}
+ENV = {"GROUNDPROXY_EMBEDDER": HASHING, "TEST_UPSTREAM_KEY": "sk-upstream-hostile-0123456789"}
 TENANTS = ("ta", "ts", "tr", "cal", "bm", "ad")
 HANDBOOK = "The Acme robot has a warranty of 12 months from the date of purchase."
 ANSWER = "The warranty is 12 months."
