@@ -53,7 +53,8 @@ def merged(bodies: list[dict[str, Any]]) -> dict[str, Any]:
     choices: list[dict[str, Any]] = []
     usage: dict[str, int] = {}
     for answer in bodies:
-        choices.extend({**c, "index": len(choices) + j} for j, c in enumerate(answer["choices"]))
+        own = answer.get("choices") or []
+        choices.extend({**c, "index": len(choices) + j} for j, c in enumerate(own))
         for key, value in (answer.get("usage") or {}).items():
             if isinstance(value, int):
                 usage[key] = usage.get(key, 0) + value
@@ -115,10 +116,18 @@ class CompletionsServing(UpstreamServing):
         own = ("model", "prompt", "stream", "stream_options")
         extra = {k: v for k, v in data.items() if k not in own}
         model = passthrough_model(policy.upstream, scope.model)
-        calls = [self.upstream.text_complete(policy.upstream, model, p, extra) for p in prompts]
-        together = asyncio.gather(*calls)
+
+        async def together() -> list[tuple[dict[str, Any], float]]:
+            calls = [self.upstream.text_complete(policy.upstream, model, p, extra) for p in prompts]
+            tasks = [asyncio.ensure_future(call) for call in calls]
+            try:
+                return list(await asyncio.gather(*tasks))
+            finally:  # one failed (or the deadline passed): the others are not left running
+                for task in tasks:
+                    task.cancel()
+
         # a stream answers once the whole answer is in: the stream deadline holds for it
-        answers = await (within_deadline(policy, together) if data.get("stream") else together)
+        answers = await (within_deadline(policy, together()) if data.get("stream") else together())
         for body, seconds in answers:
             self.metrics.observe_upstream(policy.tenant, seconds, body.get("usage"))
         return [body for body, _ in answers], max(seconds for _, seconds in answers)
@@ -130,7 +139,7 @@ class CompletionsServing(UpstreamServing):
         started = self.call.clock.monotonic()
         reports: list[GuardReport] = []
         notes: list[str] = []
-        owners = [p for p, b in zip(prompts, bodies, strict=True) for _ in b["choices"]]
+        owners = [p for p, b in zip(prompts, bodies, strict=True) for _ in b.get("choices") or []]
         for choice, prompt in zip(body["choices"], owners, strict=True):
             text = choice.get("text")
             if not isinstance(text, str):

@@ -150,7 +150,8 @@ for (const tenant of TENANTS) {
     };
     const parsed = await c.chat.completions.parse(request);
     const got = parsed.choices[0].message.parsed;
-    assert.equal(got.months, 24);
+    const months = tenant === 'loose' ? 24 : 12; // the number is a claim too, corrected in place
+    assert.equal(got.months, months);
     assert.equal(got.product, 'Acme vacuum robot');
     if (tenant !== 'loose') {
       assert.ok(!got.warranty.includes('24 months'), got.warranty); // corrected in place
@@ -163,7 +164,7 @@ for (const tenant of TENANTS) {
       messages: ask('Answer as json: the warranty?'),
       response_format: { type: 'json_object' },
     });
-    assert.equal(JSON.parse(plain.choices[0].message.content).months, 24);
+    assert.equal(JSON.parse(plain.choices[0].message.content).months, months);
   });
 }
 
