@@ -52,7 +52,7 @@ from groundproxy.guards.logprobs import (
     parse_logprobs,
     verified_logprobs,
 )
-from groundproxy.guards.pipeline import evidence_fn, run_guard
+from groundproxy.guards.pipeline import RequestContext, evidence_fn, run_guard, with_context
 from groundproxy.guards.report import header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
 from groundproxy.guards.stages import Verified, apply, verify
@@ -68,6 +68,7 @@ __all__ = [
     "TOKEN_FEATURES",
     "Adapter",
     "CachingVerifier",
+    "RequestContext",
     "Segment",
     "SentenceSegmenter",
     "StreamedAnswer",
@@ -109,4 +110,5 @@ __all__ = [
     "verified_logprobs",
     "verify",
     "walk_back",
+    "with_context",
 ]

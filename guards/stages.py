@@ -37,6 +37,7 @@ from groundproxy.guards.sentences import Stop, guard_cut
 from groundproxy.guards.types import (
     Claim,
     ClaimResult,
+    ContextStats,
     Evidence,
     GuardReport,
     Pair,
@@ -50,6 +51,7 @@ EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
 # between them; an ordinary answer (a few claims) is one evidence call and one batch.
 CLAIM_BATCH = 16
 VERIFY_BATCH = 64
+STAGES = ("split", "evidence", "rules", "verifier")  # Verified.stage_ms, in order
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class Verified:
     latency_ms: float = 0.0
     tail: str = ""  # past policy.max_answer_chars: not verified, returned marked (apply)
     question: str | None = None  # the user's question the claims were verified with
+    context: ContextStats | None = None  # what the request's context cost (its caller sets it)
+    # wall ms per stage: split (claims), evidence, rules, verifier; the evidence function's
+    # own parts (pipeline.with_context: embed, windows, preselect, search) added by its caller
+    stage_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,13 +115,17 @@ def verify(
     started = time.perf_counter()
     cut = guard_cut(answer, policy.max_answer_chars)
     answer, tail = answer[:cut], answer[cut:]
+    marks = [time.perf_counter()]
     try:
         claims = decompose(answer, halt)
+        marks.append(time.perf_counter())
         evidence = _evidence(evidence_for, claims, halt)
+        marks.append(time.perf_counter())
         pool = list(dict.fromkeys(e.text for ev in evidence for e in ev))  # the answer's
         resolved = [
             resolve(c.text, ev, policy, pool) for c, ev in zip(claims, evidence, strict=True)
         ]
+        marks.append(time.perf_counter())
         evidence = [ev for ev, _, _ in resolved]
         rules: list[RuleResult] = [rule for _, rule, _ in resolved]
         pairs: list[Pair] = []
@@ -130,6 +140,7 @@ def verify(
                 pairs.append(Pair(rule.correction, source.text, question, vectors=source.sentences))
                 owners.append((i, -1))
         scored = _score(verifier, pairs, halt)
+        marks.append(time.perf_counter())
     except GroundproxyError:
         raise
     except Exception as exc:  # a backend failed: the caller applies on_guard_error
@@ -156,6 +167,9 @@ def verify(
         latency_ms=(time.perf_counter() - started) * 1000.0,
         question=question,
         tail=tail,
+        stage_ms={
+            name: (b - a) * 1000.0 for name, a, b in zip(STAGES, marks[:-1], marks[1:], strict=True)
+        },
     )
 
 
@@ -248,5 +262,6 @@ def apply(
         blocked=rendered.blocked,
         latency_ms=verified.latency_ms + apply_ms,
         verifier=verified.verifier,
+        context=verified.context,
     )
     return with_unverified_tail(report, verified.tail, policy) if verified.tail else report

@@ -16,7 +16,7 @@ import dataclasses
 
 from groundproxy.guards.rewrite import Cited, footnote_block, rendered_trust
 from groundproxy.guards.stages import Segment, Verified, apply
-from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
+from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, ContextStats, GuardReport
 from groundproxy.policies.schema import Policy
 
 _STRENGTH: dict[AnswerAction, int] = {
@@ -49,6 +49,7 @@ class StreamedAnswer:
         self.unverified_seen = False
         self.guard_ms = 0.0
         self.verifier = ""
+        self.context: ContextStats | None = None  # the pieces' request-context costs, summed
 
     def _raise_action(self, action: AnswerAction) -> None:
         if _STRENGTH[action] > _STRENGTH[self.action]:
@@ -72,6 +73,10 @@ class StreamedAnswer:
         self.original.append(verified.answer)
         self.guard_ms += guard_ms
         self.verifier = verified.verifier or self.verifier
+        if verified.context is not None:
+            if self.context is None:
+                self.context = ContextStats()
+            self.context.add(verified.context)
         piece = apply(verified, self.policy, Segment(self.cited, tuple(self.results)))
         self.results.extend(_shifted(piece.claims, offset))
         if piece.blocked:
@@ -113,4 +118,5 @@ class StreamedAnswer:
             unverified=self.unverified_seen,
             latency_ms=self.guard_ms,
             verifier=self.verifier,
+            context=self.context,
         )

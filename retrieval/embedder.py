@@ -100,6 +100,12 @@ def _minilm_int8(cache: Path | None) -> Embedder:
     return OnnxEmbedder("int8", cache=cache)
 
 
+def _minilm_cuda(cache: Path | None) -> Embedder:
+    from groundproxy.retrieval.torch_embedder import TorchMiniLM
+
+    return TorchMiniLM(os.environ.get("GROUNDPROXY_CUDA_DEVICE", "cuda"))
+
+
 def _hashing(cache: Path | None) -> Embedder:
     from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 
@@ -112,6 +118,7 @@ _FACTORIES: dict[str, Callable[[Path | None], Embedder]] = {
     "minilm": _minilm_onnx,
     "minilm-torch": _minilm_torch,
     "minilm-int8": _minilm_int8,
+    "minilm-cuda": _minilm_cuda,
     "hashing": _hashing,
 }
 _loaded: dict[str, Embedder] = {}
@@ -131,6 +138,8 @@ def load_embedder(name: str = "minilm", cache: Path | None = None) -> Embedder:
     package into the cache; see retrieval.onnx_embedder); ``minilm-torch`` is the same model
     through sentence-transformers (same vectors, same name); ``minilm-int8`` is the
     quantized export (faster, different vectors, its own name so indexes never mix);
+    ``minilm-cuda`` is the same model on a GPU (torch, retrieval.torch_embedder: ingest of
+    large corpora; same vectors, same name);
     ``hashing`` is a tiny lexical stand-in for tests and demos that must not load a model.
     """
     factory = _FACTORIES.get(name)

@@ -104,7 +104,9 @@ async def guarded_completion(
     step_id = new_step_id()
     body["groundproxy"] = report_body(report, loaded.policy_id)
     if dropped:
-        body["groundproxy"]["notes"] = ["logprobs dropped: the answer was rewritten"]
+        body["groundproxy"].setdefault("notes", []).append(
+            "logprobs dropped: the answer was rewritten"
+        )
     trace_id = None
     if trace is not None:  # multi-step traces: store this generation as a DAG node
         trace_id = await record_step(

@@ -35,12 +35,14 @@ from groundproxy.guards import (
     shed_error,
     verified_logprobs,
     verify,
+    with_context,
 )
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
 from groundproxy.models.token_alignment import StoredStates, TokenEmbedder, alignments
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import Reservation
+from groundproxy.proxy.serving.context import request_context
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
@@ -60,6 +62,7 @@ class VerifyOptions(TypedDict, total=False):
     threshold: float | None  # default: the calibrated one when the policy says so
     cache: bool  # the verdict cache (default on)
     stop: Callable[[], bool] | None  # true once the caller gave up
+    deadline: float | None  # time.monotonic() of the budget's end (request context: top-N)
 
 
 REPORT_S = 0.05  # the most a failure report spends on claims before the linear splitter
@@ -168,12 +171,16 @@ class GuardService:
         threshold: float | None = None,
         cache: bool = True,
         stop: Callable[[], bool] | None = None,
+        deadline: float | None = None,
     ) -> Verified:
         """Stage 1 with the tenant's index, verdict cache and calibrated threshold.
 
         ``index`` replaces the tenant's (eval's temporary index, or None: request context
         only); ``threshold`` the calibrated one; ``stop`` (true once the caller gave up)
-        ends the work at verify's next check. Failures raise (GroundproxyError).
+        ends the work at verify's next check; ``deadline`` (time.monotonic()) is when the
+        budget ends: request-context vectors are made until a reserve before it
+        (proxy.serving.context; the rest verified on the top-N passages). Failures raise
+        (GroundproxyError).
         """
         parts = self.parts
         verifier = self.verifier(policy.verifier.model)
@@ -181,7 +188,8 @@ class GuardService:
             threshold = parts.calibrations.threshold_for(policy, verifier.name)
         cached = CachingVerifier(verifier, parts.verdict_cache, policy.tenant)
         index_now = self._index(policy, index)
-        evidence = evidence_fn(context, policy, parts.embedder, index_now, question)
+        request = request_context(parts, context, policy, index_now, (stop, deadline))
+        evidence = evidence_fn(request, policy, parts.embedder, index_now, question)
         parts.batching.enter()
         try:
             verified = verify(
@@ -195,6 +203,7 @@ class GuardService:
             )
         finally:
             parts.batching.leave()
+        verified = with_context(verified, request)
         if cache:
             stats = parts.verdict_cache.stats()
             log.info(
@@ -271,7 +280,7 @@ class GuardService:
         upstream call): (run the guard?, estimated wait in s). ``on_overload: reject`` past
         the budget raises OverloadedError (429 + retry-after) — callable before the upstream
         call, so a rejected request costs nothing upstream."""
-        wait_s, guard_s = self.parts.queue.estimate(chars)
+        wait_s, guard_s = self.parts.queue.estimate(chars, policy.tenant)
         decision = admission(policy, wait_s, guard_s) if policy.guard else "run"
         if decision == "reject":
             self.parts.metrics.observe_overload(policy.tenant, "rejected")
@@ -294,10 +303,11 @@ class GuardService:
         ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
         if policy.on_overload == "queue" and policy.max_queue_ms > 0:
             reservation, held_s = await self.parts.queue.hold(
-                policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0, ttl_s=ttl_s
-            )
+                policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0, ttl_s=ttl_s,
+                tenant=policy.tenant,
+            )  # fmt: skip
         else:  # not held, but its coming guard counts for the others (proxy.serving.admission)
-            reservation, held_s = self.parts.queue.reserve(ttl_s), 0.0
+            reservation, held_s = self.parts.queue.reserve(ttl_s, policy.tenant), 0.0
         if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
             self.parts.metrics.observe_overload(policy.tenant, "hold_expired")
             log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
@@ -329,10 +339,11 @@ class GuardService:
             self.parts.metrics.observe_overload(policy.tenant, "shed")
             return await off_loop(failure_report, answer, policy, shed_error(policy, wait_s))
         queue = self.parts.queue
-        ticket = queue.enter(budget_s, len(answer), reservation)
+        ticket = queue.enter(budget_s, len(answer), reservation, policy.tenant)
         call = functools.partial(
-            self.verify_sync, answer, question, list(context), policy, stop=ticket.expired
-        )
+            self.verify_sync, answer, question, list(context), policy,
+            stop=ticket.expired, deadline=ticket.deadline,
+        )  # fmt: skip
         try:
             with anyio.fail_after(budget_s):
                 return await queue.run(call, ticket)
