@@ -163,7 +163,7 @@ class _WorkerCollector(Collector):
 
 
 class Metrics:
-    """The app's metrics: made by ``create_app`` (``AppState.metrics``), passed to who records."""
+    """The app's metrics: made by ``build_app`` (``AppState.metrics``), passed to who records."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)

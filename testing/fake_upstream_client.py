@@ -10,7 +10,7 @@ chunk parser (:class:`~proxy.upstream.types.ChunkStream`), so a cut stream fails
 one does. Every call is recorded in ``calls``.
 
     fake = FakeUpstream([{"match": "warranty", "answer": "It lasts 12 months."}])
-    app.state.gp.upstream = fake      # after the app's lifespan started
+    app = build_app(settings, build_deps(settings).replace(upstream=fake))
 """
 
 from __future__ import annotations

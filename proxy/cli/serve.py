@@ -72,13 +72,13 @@ def serve_workers(settings: Settings) -> int:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    from groundproxy.proxy.app import create_app
+    from groundproxy.proxy.app import build_app
 
     preflight(settings)
     configure_logging(settings.log_level)
     if settings.workers > 1:
         return serve_workers(settings)
-    app = create_app(settings)
+    app = build_app(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -29,10 +29,10 @@ from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.state import AppState, State
+from groundproxy.proxy.state import Served
 from groundproxy.proxy.storage import answers
-from groundproxy.proxy.storage.backends import EmbeddedStorage
 from groundproxy.proxy.storage.feedback import parse_labelled
+from groundproxy.proxy.storage.sqlite_traces import TraceStores
 
 router = APIRouter()
 log = structlog.get_logger(__name__)
@@ -49,15 +49,15 @@ _FIELDS = {
 }
 
 
-def _from_trace(state: AppState, loaded: LoadedPolicy, data: dict[str, Any]) -> dict[str, Any]:
+def _from_trace(traces: TraceStores, loaded: LoadedPolicy, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the answer of the step it names, from the tenant's trace store."""
     ref = data.get("step_id") or data.get("request_id")
     if not isinstance(ref, str) or not ref or len(ref) > 128:
         raise BadRequestError("'request_id' / 'step_id' must be a short string", param="step_id")
     settings = loaded.policy.traces
-    if state.traces is None or not settings.enabled:
+    if not settings.enabled:
         raise NotFoundError("traces are off for this tenant: give the answer itself")
-    store = state.traces.get(loaded.policy.tenant)
+    store = traces.get(loaded.policy.tenant)
     not_before = time.time() - settings.retention_hours * 3600.0
     found = store.read(lambda conn: answers.recent(conn, not_before, 1, ref))
     if not found:
@@ -67,7 +67,7 @@ def _from_trace(state: AppState, loaded: LoadedPolicy, data: dict[str, Any]) -> 
 
 
 @router.post("/v1/groundproxy/feedback")
-async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> dict[str, Any]:
+async def post_feedback(loaded: AdminTenant, data: JsonBody, serving: Served) -> dict[str, Any]:
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
         raise BadRequestError(f"'{unknown[0]}' is not a field of feedback", param=unknown[0])
@@ -78,10 +78,10 @@ async def post_feedback(loaded: AdminTenant, data: JsonBody, state: State) -> di
             raise BadRequestError(
                 "'answer' (or 'request_id' / 'step_id') is required", param="answer"
             )
-        data = await anyio.to_thread.run_sync(_from_trace, state, loaded, data)
+        data = await anyio.to_thread.run_sync(_from_trace, serving.deps.traces, loaded, data)
     item = parse_labelled(data)
     tenant = loaded.policy.tenant
-    storage = state.storage or EmbeddedStorage(state.settings.data)
+    storage = serving.deps.storage
     saved, count = await anyio.to_thread.run_sync(storage.append_feedback, tenant, item)
     fid, label = saved.id, saved.label_hallucinated
     log.info("feedback_stored", label=label, count=count, from_trace=item.step_id is not None)

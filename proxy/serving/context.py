@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from groundproxy.guards import RequestContext
+from groundproxy.guards import RequestContext, with_context
 from groundproxy.guards.types import EvidenceSource
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.serving.guard_build import GuardParts
@@ -14,6 +14,7 @@ from groundproxy.proxy.serving.guard_build import GuardParts
 # The share of the budget kept for the verifier, rules and decision once request-context
 # vectors are being made: past it, the rest of the context is left out (top-N verified).
 CONTEXT_RESERVE = 0.3
+__all__ = ["CONTEXT_RESERVE", "request_context", "with_context"]
 Stops = tuple[Callable[[], bool] | None, float | None]  # (halt, deadline as time.monotonic())
 
 

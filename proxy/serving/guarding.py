@@ -35,14 +35,13 @@ from groundproxy.guards import (
     shed_error,
     verified_logprobs,
     verify,
-    with_context,
 )
 from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Verifier
 from groundproxy.models.token_alignment import StoredStates, TokenEmbedder, alignments
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import Reservation
-from groundproxy.proxy.serving.context import request_context
+from groundproxy.proxy.serving.context import request_context, with_context
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
@@ -177,10 +176,7 @@ class GuardService:
 
         ``index`` replaces the tenant's (eval's temporary index, or None: request context
         only); ``threshold`` the calibrated one; ``stop`` (true once the caller gave up)
-        ends the work at verify's next check; ``deadline`` (time.monotonic()) is when the
-        budget ends: request-context vectors are made until a reserve before it
-        (proxy.serving.context; the rest verified on the top-N passages). Failures raise
-        (GroundproxyError).
+        ends the work at verify's next check. Failures raise (GroundproxyError).
         """
         parts = self.parts
         verifier = self.verifier(policy.verifier.model)
@@ -203,7 +199,6 @@ class GuardService:
             )
         finally:
             parts.batching.leave()
-        verified = with_context(verified, request)
         if cache:
             stats = parts.verdict_cache.stats()
             log.info(
@@ -213,7 +208,7 @@ class GuardService:
                 hit_rate=stats["hit_rate"],
                 size=stats["size"],
             )
-        return verified
+        return with_context(verified, request)
 
     def guard_sync(
         self, answer: str, question: str | None, context: Context, policy: Policy,
@@ -303,9 +298,8 @@ class GuardService:
         ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
         if policy.on_overload == "queue" and policy.max_queue_ms > 0:
             reservation, held_s = await self.parts.queue.hold(
-                policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0, ttl_s=ttl_s,
-                tenant=policy.tenant,
-            )  # fmt: skip
+                policy.latency_budget_ms / 1e3, policy.max_queue_ms / 1e3, ttl_s, policy.tenant
+            )
         else:  # not held, but its coming guard counts for the others (proxy.serving.admission)
             reservation, held_s = self.parts.queue.reserve(ttl_s, policy.tenant), 0.0
         if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
@@ -340,10 +334,8 @@ class GuardService:
             return await off_loop(failure_report, answer, policy, shed_error(policy, wait_s))
         queue = self.parts.queue
         ticket = queue.enter(budget_s, len(answer), reservation, policy.tenant)
-        call = functools.partial(
-            self.verify_sync, answer, question, list(context), policy,
-            stop=ticket.expired, deadline=ticket.deadline,
-        )  # fmt: skip
+        stops: VerifyOptions = {"stop": ticket.expired, "deadline": ticket.deadline}
+        call = functools.partial(self.verify_sync, answer, question, list(context), policy, **stops)
         try:
             with anyio.fail_after(budget_s):
                 return await queue.run(call, ticket)

@@ -1,7 +1,7 @@
 """OpenAI's Responses API (``POST /v1/responses``) on top of chat completions.
 
 groundproxy answers a Responses request by translating it into one chat completion
-(:func:`to_chat`), guarding that like any chat answer (``proxy.serving.chat.guarded_completion``:
+(:func:`to_chat`), guarding that like any chat answer (``proxy.serving.chat.ChatServing.complete``:
 the output text's claims verified and rewritten per the policy), and translating the
 guarded completion back (:func:`to_response`). So every upstream litellm can call serves
 the Responses API too; what a chat completion cannot express is refused with a clear 400

@@ -64,6 +64,18 @@ class TraceRequest:
             )
 
 
+@dataclass
+class StepNode:
+    """One guarded generation, as its trace node records it."""
+
+    step_id: str
+    request_id: str
+    policy_id: str
+    question: str | None
+    context: Sequence[tuple[str, str]]
+    report: GuardReport
+
+
 def parse_trace_headers(
     trace_header: str | None, parents_header: str | None
 ) -> tuple[str | None, list[str]]:
@@ -90,15 +102,7 @@ def parse_trace_headers(
     return trace_id, list(dict.fromkeys(parents))
 
 
-async def record_step(
-    trace: TraceRequest,
-    step_id: str,
-    request_id: str,
-    policy_id: str,
-    question: str | None,
-    context: Sequence[tuple[str, str]],
-    report: GuardReport,
-) -> str | None:
+async def record_step(trace: TraceRequest, node: StepNode) -> str | None:
     """Store the node off the event loop; returns the trace id, or None when it failed (a
     trace store error never fails the completion — it is logged)."""
     import functools
@@ -107,14 +111,14 @@ async def record_step(
 
     call = functools.partial(
         trace.stores.get(trace.tenant).record,
-        step_id=step_id,
+        step_id=node.step_id,
         trace_id=trace.trace_id,
         parents=trace.parents,
-        request_id=request_id,
-        policy_id=policy_id,
-        question=question,
-        context=list(context),
-        report=report,
+        request_id=node.request_id,
+        policy_id=node.policy_id,
+        question=node.question,
+        context=list(node.context),
+        report=node.report,
         settings=trace.settings,
         model=trace.model,
     )

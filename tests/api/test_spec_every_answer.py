@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import KEYS
 from tests.spec_check import CHECKED, SpecError, check_exchange
@@ -44,7 +44,7 @@ CALLS: list[tuple[str, str, dict[str, Any] | None, str]] = [
 
 @pytest_asyncio.fixture(scope="module")
 async def app(policies_dir: Path, data_dir: Path) -> AsyncIterator[FastAPI]:
-    application = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    application = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     async with application.router.lifespan_context(application):
         yield application
 

@@ -16,7 +16,7 @@ import pytest
 from groundproxy.errors import GuardError
 from groundproxy.models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
@@ -225,7 +225,7 @@ async def test_server_with_batching_on_answers_concurrent_requests(
     settings = Settings(
         policies=policies_dir, data=data_dir, watch_policies=False, batch_window_ms=5
     )
-    app = create_app(settings)
+    app = build_app(settings)
     app_metrics = app.state.gp.metrics
     before = _histogram_count("embedder", app_metrics)
     headers = {"authorization": f"Bearer {KEYS['acme']}"}
@@ -234,7 +234,7 @@ async def test_server_with_batching_on_answers_concurrent_requests(
         "messages": [{"role": "user", "content": "How long is the laptop warranty?"}],
     }
     async with app.router.lifespan_context(app):
-        assert isinstance(app.state.gp.parts.embedder, BatchingEmbedder)
+        assert isinstance(app.state.gp.served().deps.guard.parts.embedder, BatchingEmbedder)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
             statuses: list[int] = []

@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.sqlite_traces import TraceStores
 from tests.conftest import ADMIN_KEYS, KEYS
@@ -23,7 +23,7 @@ UI = "/v1/groundproxy/ui"
 
 @pytest_asyncio.fixture(scope="module")
 async def client(policies_dir: Path, data_dir: Path) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    app = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:

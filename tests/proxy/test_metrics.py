@@ -10,7 +10,7 @@ import pytest_asyncio
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
@@ -18,7 +18,7 @@ from tests.conftest import ADMIN_KEYS, KEYS
 
 @pytest_asyncio.fixture(scope="module")
 async def app(policies_dir: Path, data_dir: Path) -> AsyncIterator[FastAPI]:
-    application = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    application = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     async with application.router.lifespan_context(application):
         yield application
 
@@ -91,7 +91,7 @@ async def test_metrics_not_exposed_to_tenant_keys_from_outside(app: FastAPI) -> 
 
 
 async def test_metrics_public_when_configured(policies_dir: Path, data_dir: Path) -> None:
-    application = create_app(
+    application = build_app(
         Settings(policies=policies_dir, data=data_dir, watch_policies=False, metrics_public=True)
     )
     async with (
