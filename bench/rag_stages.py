@@ -142,19 +142,26 @@ def _p50(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def stages_table(n: int, sizes: Sequence[int]) -> list[str]:
+    """The before/now stage table for contexts of ``sizes`` words, and 2,000 at 80 % reuse."""
+    lines: list[str] = []
+    with build_guard(Settings()) as guard:
+        guard.warm_up(["embedhead"])
+        cases = [(w, 0.0) for w in sizes] + [(2000, 0.8)]
+        for seed, (words, reuse) in enumerate(cases, 1):
+            rows = run(guard, n, words, reuse, seed)
+            lines += report(f"{words} words, {reuse:.0%} reuse, n={n}", rows)
+            print("\n".join(lines[-4:]), flush=True)
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--sizes", default="500,2000,8000")
     args = ap.parse_args()
     lines = [f"bench.rag_stages — {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores"]
-    with build_guard(Settings()) as guard:
-        guard.warm_up(["embedhead"])
-        cases = [(int(w), 0.0) for w in args.sizes.split(",")] + [(2000, 0.8)]
-        for seed, (words, reuse) in enumerate(cases, 1):
-            rows = run(guard, args.n, words, reuse, seed)
-            lines += report(f"{words} words, {reuse:.0%} reuse, n={args.n}", rows)
-            print("\n".join(lines[-4:]), flush=True)
+    lines += stages_table(args.n, [int(w) for w in args.sizes.split(",")])
     print("\n".join(lines))
 
 

@@ -1,8 +1,8 @@
 """The guard queue of one process: how many guards wait or run, how long one takes lately,
 and the worker limit they queue for (the decisions are :mod:`guards.failures`'s).
 
-Guards run in worker threads, at most ``workers`` at a time (an ``anyio.CapacityLimiter``,
-first come first served): on 2 cores, 40 guards sharing the CPU would all miss their
+Guards run in worker threads, at most ``workers`` at a time (handed out fairly between
+tenants, :mod:`proxy.serving.fair`): on 2 cores, 40 guards sharing the CPU would all miss their
 budgets, while a queue lets the first ones finish in time. A guard whose caller gave up
 (budget, disconnect) before its thread started is skipped; one already running is counted
 until it ends (it still holds a core), and :class:`Ticket` tells it to stop at its next
@@ -52,6 +52,7 @@ EWMA_ALPHA = 0.3  # weight of the newest guard time in the "recent" average
 
 
 HOLD_POLL_S = 0.005  # how often a held request looks for room
+PRESENT_S = 1.0  # a tenant seen this recently keeps a worker from another's flood (fair)
 # A held request goes on when its guard is predicted to end within this share of the budget:
 # the prediction (recent guard time × guards ahead) misses the upstream call still to come
 # and the event loop's own load, and filled to 100 % a burst overran (11 of 40 in the
@@ -161,7 +162,9 @@ class GuardQueue:
         self.recent_chars = 0.0  # EWMA of the guarded text's length, same guards
         self.request_chars = 0.0  # EWMA of the text guarded per released reservation
         self._rates: dict[str, Rate] = {}  # the same, per tenant
-        self.slots = FairSlots(self.workers)  # workers shared by tenants (proxy.serving.fair)
+        # workers shared by tenants (proxy.serving.fair); when each tenant was last seen
+        self.slots = FairSlots(self.workers, self._others_present)
+        self._seen: dict[str, float] = {}
         self._limiter: anyio.CapacityLimiter | None = None
         self._gates: dict[str, anyio.Lock] = {}  # arrival order of a tenant's held requests
 
@@ -181,6 +184,17 @@ class GuardQueue:
         now = time.monotonic()
         self._reservations = {r for r in self._reservations if r.expires > now}
         return self._reservations
+
+    def _others_present(self, tenant: str) -> bool:
+        """Has a tenant other than ``tenant`` a request in flight, or had one lately?"""
+        now = time.monotonic()
+        with self.lock:
+            return any(t != tenant and now - at < PRESENT_S for t, at in self._seen.items()) or any(
+                r.tenant != tenant for r in self._live_reservations()
+            )
+
+    def _saw(self, tenant: str) -> None:  # lock held
+        self._seen[tenant] = time.monotonic()
 
     def limiter(self) -> anyio.CapacityLimiter:
         """The threads guards run in: the fair slots bound how many run; this only keeps
@@ -236,6 +250,7 @@ class GuardQueue:
         """A place for a request that does not wait (module docstring)."""
         reservation = Reservation(self, ttl_s, tenant)
         with self.lock:
+            self._saw(tenant)
             self._reservations.add(reservation)
         _RESERVATION.set(reservation)
         return reservation
@@ -278,6 +293,7 @@ class GuardQueue:
         found = reservation or _RESERVATION.get()
         ticket = Ticket(self, time.monotonic() + budget_s, chars, tenant)
         with self.lock:
+            self._saw(tenant)
             self._tickets.add(ticket)
             if found is not None and found.queue is self and found in self._reservations:
                 found.guarded_chars += max(chars, 1)
@@ -300,6 +316,7 @@ class GuardQueue:
     def finished(self, seconds: float, ticket: Ticket) -> None:
         with self.lock:
             self._tickets.discard(ticket)
+            self._saw(ticket.tenant)
             self.recent_s = _ewma(self.recent_s, seconds)
             own = self._rates.setdefault(ticket.tenant, Rate())
             own.recent_s = _ewma(own.recent_s, seconds)
@@ -322,7 +339,7 @@ class GuardQueue:
                 ticket.leave()  # a thread not started yet now never starts its work
                 if not ticket.started:  # so it gives no worker back: do it here
                     ticket.slot = False
-                    self.slots.release()
+                    self.slots.release(ticket.tenant)
                 raise
         finally:
             ticket.leave()

@@ -25,8 +25,8 @@ def test_a_freed_worker_goes_to_the_tenant_served_least() -> None:
                 await anyio.sleep(0)
             tg.start_soon(guard, "light", 0.1)  # arrives last
             await anyio.sleep(0.01)
-            for _ in range(4):
-                slots.release()
+            for tenant in ("heavy", "light", "heavy", "heavy"):
+                slots.release(tenant)
                 await anyio.sleep(0.01)
 
     anyio.run(go)
@@ -43,7 +43,7 @@ def test_a_cancelled_waiter_leaves_its_line_and_one_alone_takes_every_worker() -
         with anyio.move_on_after(0.02):
             await slots.acquire("b", 0.1)
         assert slots.waiting() == 0 and slots.busy == 2
-        slots.release()
+        slots.release("a")
         assert slots.busy == 1
 
     anyio.run(go)
@@ -58,3 +58,23 @@ def test_another_tenants_backlog_counts_only_up_to_the_newcomers_own_work() -> N
     wait_b, own_b = queue.estimate(100, tenant="b")
     assert wait_a == pytest.approx(2.0)
     assert wait_b == pytest.approx(own_b)  # one guard's worth of "a" runs before it
+
+
+def test_while_another_tenant_is_present_one_worker_is_kept_for_it() -> None:
+    present = {"on": True}
+    slots = FairSlots(2, lambda tenant: present["on"])
+
+    async def go() -> None:
+        await slots.acquire("flood", 1.0)
+        with anyio.move_on_after(0.12):  # the second worker stays free for "quiet"
+            await slots.acquire("flood", 1.0)
+        assert slots.busy == 1
+        await slots.acquire("quiet", 0.1)  # at once
+        assert slots.busy == 2
+        slots.release("quiet")
+        present["on"] = False  # the other tenant left: the flood may take both
+        with anyio.fail_after(1.0):
+            await slots.acquire("flood", 1.0)
+        assert slots.busy == 2
+
+    anyio.run(go)
