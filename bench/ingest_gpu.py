@@ -144,10 +144,12 @@ def _python312() -> str:
 def run(pack_dir: Path, device: str, out: Path, limit: int = 0) -> int:
     from groundproxy.retrieval.torch_embedder import TorchMiniLM
 
-    model = pack_dir / "minilm"
-    if not model.is_dir():
-        with tarfile.open(pack_dir / "minilm.tar.xz") as tar:
-            tar.extractall(pack_dir, filter="data")
+    # extracted outside the pack: a dry run here must not grow what a device run carries
+    # (64 MiB in all; the unpacked model alone is 45 MiB)
+    unpacked = Path(tempfile.mkdtemp(prefix="gp-minilm-"))
+    with tarfile.open(pack_dir / "minilm.tar.xz") as tar:
+        tar.extractall(unpacked, filter="data")
+    model = unpacked / "minilm"
     began = time.perf_counter()
     embedder = TorchMiniLM(device, source=model)  # transformers loads before any stand-in
     load_s = time.perf_counter() - began
@@ -193,6 +195,7 @@ def run(pack_dir: Path, device: str, out: Path, limit: int = 0) -> int:
     (out / "ingest_gpu.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary))
     shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(unpacked, ignore_errors=True)
     return 0 if ok else 1
 
 

@@ -11,7 +11,9 @@ same seeded sample of rows (``groundproxy eval``'s ``sample_rows``):
 - ``lexical now``: the TF-IDF baseline of seeds 001/004 on the new path.
 
 Balanced accuracy (an answer is hallucinated when any claim is not supported), ROC-AUC (1 −
-trust), agreement of the two embedhead runs' predictions, and ms per row.
+trust), agreement of each run's predictions with the first's, and ms per row (the
+embedder's vector LRU and the context cache emptied before every row and variant: each row
+costs what a distinct request does).
 
     nice -n 5 .venv/bin/python -m bench.rag_accuracy [--limit 400] [--out FILE]
 """
@@ -45,7 +47,10 @@ def score(
     policy = eval_policy(verifier, "context")
     preds, scores = [], []
     began = time.perf_counter()
+    lru = getattr(guard.parts.raw_embedder, "lru", None)
     for r in rows:
+        if lru is not None:  # a distinct request finds no vector of another row's texts
+            lru.clear()
         report = guard.guard_sync(
             r.response, r.query, [("context", r.context)], policy, index=None, cache=False
         )

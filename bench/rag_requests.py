@@ -52,8 +52,10 @@ class RagRequest:
         return {"model": model, "messages": self.messages()}
 
 
-def _passages(words: int) -> Iterator[list[str]]:
-    """Runs of whole sentences of ~``words`` words from the source documents, in order."""
+def _passages(words: int, shard: tuple[int, int] = (0, 1)) -> Iterator[list[str]]:
+    """Runs of whole sentences of ~``words`` words from the source documents, in order;
+    ``shard`` (k, of): only the distinct documents numbered k modulo ``of`` (benchmark cases
+    on one server draw from disjoint documents, so no case finds another's sentences)."""
     seen: set[str] = set()
     for name in SOURCES:
         for line in (SHARED / name).read_text(encoding="utf-8").splitlines():
@@ -61,6 +63,8 @@ def _passages(words: int) -> Iterator[list[str]]:
             if doc in seen:
                 continue
             seen.add(doc)
+            if (len(seen) - 1) % shard[1] != shard[0]:
+                continue
             run: list[str] = []
             count = 0
             for sentence in split_sentences(doc):
@@ -88,13 +92,15 @@ def rag_requests(
     wrong_share: float = 0.3,
     seed: int = 11,
     start: int = 0,
+    shard: tuple[int, int] = (0, 1),
 ) -> tuple[list[RagRequest], list[RagRequest]]:
     """(warm-up requests that send the popular pool once — empty without ``reuse`` —,
-    ``n`` measured requests) with contexts of ~``context_words`` words."""
+    ``n`` measured requests) with contexts of ~``context_words`` words (``shard``: see
+    :func:`_passages`)."""
     per = max(1, round(context_words / passage_words))
     size = max(context_words // per, 40)
     rng = random.Random(seed)
-    source = _passages(size)
+    source = _passages(size, shard)
     used: set[str] = set()
     pool = [next(source) for _ in range(max(3 * per, 10))] if reuse > 0 else []
     warm = [_request(f"w-{start + i}", pool[i : i + per], [], rng, used, claims, 0.0)

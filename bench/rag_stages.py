@@ -104,9 +104,12 @@ def guard_one(guard: GuardService, req: RagRequest, policy: Policy) -> dict[str,
     return row
 
 
-def run(guard: GuardService, n: int, words: int, reuse: float, seed: int) -> dict[str, list]:
+def run(guard: GuardService, n: int, words: int, reuse: float, seed: int) -> dict[str, list[Any]]:
+    """Case ``seed`` (1..8: its own share of the source documents)."""
     policy = local_policy("bench", verifier={"model": "embedhead"})
-    warm, requests = rag_requests(n + 2, words, reuse=reuse, seed=seed, start=seed * 1000)
+    warm, requests = rag_requests(
+        n + 2, words, reuse=reuse, seed=seed, start=seed * 1000, shard=(seed % 8, 8)
+    )
     rows: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
     for req in warm:  # the popular passages, sent once (cache) — both ways alike
         for gather in (legacy_gather, NEW_GATHER):

@@ -6,10 +6,11 @@ over the vocabulary, PCA, SIF weights from TRAIN text; int8 rows) into ``models/
 (the packaged ``tokenizer.json``, no special tokens), the mean of the pieces' rows, L2
 normalized — ~20 µs per sentence instead of ~10 ms, and no model session.
 
-Its vectors are NOT MiniLM's (another space, 128-d): it is used where only a ranking is
-read — the request-context pre-selection (guards.request_evidence) — never for an index or
-the verifier's features. ``bench/static_encoder.py`` measures how its rankings agree with
-MiniLM's.
+Its vectors are NOT MiniLM's (another space, 128-d), so it could only ever replace a
+*ranking*, never an index's vectors or the verifier's features. An experiment, not wired
+into serving: ``bench/static_encoder.py`` measures how its rankings of request-context
+evidence agree with MiniLM's (and BM25's, what the pre-selection uses); README, "Request
+context at index speed", has the figures and why it is not used.
 """
 
 from __future__ import annotations
