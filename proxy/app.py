@@ -24,6 +24,7 @@ from groundproxy.proxy.metrics import Metrics, MetricsMiddleware, rss_bytes
 from groundproxy.proxy.middleware import RequestIdMiddleware
 from groundproxy.proxy.routes import (
     admin,
+    api_docs,
     chat,
     check,
     completions,
@@ -113,6 +114,9 @@ def build_app(settings: Settings | None = None, deps: Deps | None = None) -> Fas
         version="0.1.0",
         description="OpenAI-compatible guardrail proxy",
         lifespan=lifespan,
+        docs_url=None,  # off unless asked for, then served offline (proxy.routes.api_docs)
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.api_docs else None,
     )
     metrics = deps.metrics if deps is not None else Metrics()
     app.state.gp = AppState(settings, PolicyStore(settings.policies), metrics, injected=deps)
@@ -128,6 +132,8 @@ def build_app(settings: Settings | None = None, deps: Deps | None = None) -> Fas
     app.include_router(responses.router)  # POST /v1/responses (guarded)
     app.include_router(completions.router)  # POST /v1/completions (guarded)
     app.include_router(embeddings.router)  # POST /v1/embeddings (passed through)
+    if settings.api_docs:
+        app.include_router(api_docs.router)  # /docs, no CDN
     # innermost first; the request id is settled before the headers to forward are picked
     app.add_middleware(UnprefixedRoutes)  # the OpenAI routes without /v1
     allow = header_names(settings.forward_headers)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.bounds import DocumentText
 from groundproxy.proxy.protocol import validated
 from groundproxy.proxy.state import Parts, Served
 from groundproxy.proxy.storage.backends import (
@@ -32,7 +33,7 @@ log = structlog.get_logger(__name__)
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=255)
-    text: str = Field(min_length=1)
+    text: DocumentText  # no NUL, no bidi overrides (proxy.bounds)
 
 
 class IngestBody(BaseModel):

@@ -20,7 +20,13 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from groundproxy.guards import parse_json_answer, report_body, response_schema
+from groundproxy.guards import (
+    dropped_note,
+    parse_json_answer,
+    report_body,
+    response_schema,
+    still_describes,
+)
 from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.serving.call import Asked, Scope, UpstreamServing
@@ -119,47 +125,46 @@ class ChatServing(UpstreamServing):
         shape_completion(body)
         asked = asked_by(req)
         started = self.call.clock.monotonic()
-        reports, dropped = await self._guard_choices(scope, req, body, asked)
+        reports, notes = await self._guard_choices(scope, req, body, asked)
         report = reports[0] if reports else no_claims()
         report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
         body["groundproxy"] = report_body(report, scope.policy_id)
-        if dropped:
-            note = "logprobs dropped: the answer was rewritten"  # beside a context note
-            body["groundproxy"].setdefault("notes", []).append(note)
+        if notes:  # beside a request-context note (report_body)
+            body["groundproxy"].setdefault("notes", []).extend(notes)
         headers = await self.call.conclude(scope, report, asked, answer.seconds * 1000.0)
         return Completed(body, headers, report)
 
     async def _guard_choices(
         self, scope: Scope, req: ChatCompletionRequest, body: dict[str, Any], asked: Asked
-    ) -> tuple[list[GuardReport], bool]:
-        """Each choice's text guarded and replaced in ``body``: (reports, logprobs dropped)."""
+    ) -> tuple[list[GuardReport], list[str]]:
+        """Each choice's text guarded and replaced in ``body``: (reports, notes on logprobs
+        dropped)."""
         policy = scope.policy
         _, schema = response_schema(req.passthrough().get("response_format"))
         reports: list[GuardReport] = []
-        dropped = False
+        notes: list[str] = []
         choices = body.get("choices") or []
-        for choice in choices:
+        for i, choice in enumerate(choices):
             text = _answer_text(choice)
             if text is None:  # no prose (e.g. only tool calls): nothing to verify
                 continue
             doc = parse_json_answer(text) if policy.guard else None
             if doc is not None:  # JSON stays JSON (asked for or not): its statements are claims
-                report = await guard_json(
-                    text, doc, schema, asked.question, list(asked.context), policy, self.call.guard
-                )
+                report = await guard_json(text, doc, schema, asked, policy, self.call.guard)
             else:  # a choice's logprobs are read only by an adapter that uses them
                 report = await self.call.guard_text(scope, text, asked, choice.get("logprobs"))
             reports.append(report)
             choice["message"]["content"] = report.text
-            if report.text != text and choice.get("logprobs"):
+            if choice.get("logprobs") and not still_describes(text, report.text):
                 choice["logprobs"] = None  # they described tokens the rewrite replaced
-                dropped = True
+                note = dropped_note(report.claims, report.blocked)
+                notes.append(note if len(choices) == 1 else f"choice {i}: {note}")
             if report.blocked:
                 choice["finish_reason"] = "content_filter"
                 choice["message"].pop("tool_calls", None)
             if len(choices) > 1:
                 choice["groundproxy"] = report_body(report, scope.policy_id)
-        return reports, dropped
+        return reports, notes
 
     async def _incremental(self, scope: Scope, req: ChatCompletionRequest, held: Held) -> Response:
         """Open the upstream stream first (its errors keep their status), then stream it as
@@ -177,12 +182,10 @@ class ChatServing(UpstreamServing):
             await self.call.record(scope, report, asked)
 
         if not loaded.policy.guard:
-            events = relay_events(req, loaded, stream, scope.step_id, on_report)
+            events = relay_events(req, scope, stream, on_report)
             headers = self.call.stream_headers(scope, "relay")
         else:
-            events = sentence_events(
-                req, loaded, stream, guard, scope.step_id, on_report, held.reservation
-            )
+            events = sentence_events(req, scope, stream, guard, on_report, held.reservation)
             headers = self.call.stream_headers(scope, "sentence")
         return EventStreamResponse(
             _releasing(events, held.detach()),

@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.guards import report_body
+from groundproxy.proxy.bounds import BoundedText, EvidenceItems, ModelName, StoredText
 from groundproxy.proxy.protocol import ChatCompletionRequest, ChatMessage, validated
 from groundproxy.proxy.serving.call import Asked, GuardedCall, Scope
 from groundproxy.proxy.serving.guarding import Held
@@ -35,11 +36,11 @@ from groundproxy.proxy.storage.feedback import logprob_tokens
 class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    answer: str
-    question: str | None = None
+    answer: StoredText  # kept in the trace store (proxy.bounds)
+    question: BoundedText | None = None
     messages: list[ChatMessage] = Field(default_factory=list)
-    context: list[str] = Field(default_factory=list)
-    model: str | None = None
+    context: EvidenceItems = Field(default_factory=list)
+    model: ModelName | None = None
     logprobs: dict[str, Any] | list[Any] | None = None
 
     def conversation(self) -> ChatCompletionRequest | None:

@@ -10,20 +10,19 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from groundproxy.errors import BadRequestError
+from groundproxy.proxy.openai_requests import EmbeddingsRequest
+from groundproxy.proxy.protocol import checked
 from groundproxy.proxy.serving.call import Scope, UpstreamServing
 from groundproxy.proxy.serving.guarding import Held
-from groundproxy.proxy.serving.passthrough import passthrough_model, required_model
+from groundproxy.proxy.serving.passthrough import passthrough_model
 
 
 class EmbeddingsServing(UpstreamServing):
     """Embeddings passed through (nothing to guard)."""
 
     async def create(self, scope: Scope, data: dict[str, Any]) -> Response:
-        scope.model = required_model(data)
-        inputs = data.get("input")
-        if not isinstance(inputs, str | list) or not inputs:
-            raise BadRequestError("'input' must be a non-empty string or array", param="input")
+        scope.model = checked(EmbeddingsRequest, data).model  # 400 naming a bad field
+        inputs = data["input"]
         policy = scope.policy
         extra = {k: v for k, v in data.items() if k not in ("model", "input")}
         model = passthrough_model(policy.upstream, scope.model)

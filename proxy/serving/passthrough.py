@@ -7,18 +7,8 @@ a name the policy does not map goes to the provider of the policy's default mode
 
 from __future__ import annotations
 
-from typing import Any
-
-from groundproxy.errors import BadRequestError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.upstream.client import resolve_model
-
-
-def required_model(data: dict[str, Any]) -> str:
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequestError("'model' is a required property", param="model")
-    return model
 
 
 def passthrough_model(upstream: UpstreamPolicy, client_model: str) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from groundproxy.proxy.protocol import parse_chat_request
+from groundproxy.proxy.openai_requests import ResponsesRequest
+from groundproxy.proxy.protocol import checked, parse_chat_request
 from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.serving.chat import ChatServing, Completed
 from groundproxy.proxy.serving.guarding import Held
@@ -31,6 +32,7 @@ class ResponsesServing:
         self.chat = chat
 
     async def create(self, scope: Scope, data: dict[str, Any]) -> Response:
+        checked(ResponsesRequest, data)  # wrong types: 400 naming the field
         req = parse_chat_request(to_chat(data))
         scope.model = req.model
         stream = bool(data.get("stream"))

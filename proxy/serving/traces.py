@@ -28,7 +28,7 @@ import structlog
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStep, TraceStores
 
 log = structlog.get_logger(__name__)
 
@@ -109,18 +109,10 @@ async def record_step(trace: TraceRequest, node: StepNode) -> str | None:
 
     import anyio
 
+    step = TraceStep(node.step_id, node.request_id, node.policy_id, node.question,
+                     list(node.context), trace.trace_id, trace.parents, trace.model)  # fmt: skip
     call = functools.partial(
-        trace.stores.get(trace.tenant).record,
-        step_id=node.step_id,
-        trace_id=trace.trace_id,
-        parents=trace.parents,
-        request_id=node.request_id,
-        policy_id=node.policy_id,
-        question=node.question,
-        context=list(node.context),
-        report=node.report,
-        settings=trace.settings,
-        model=trace.model,
+        trace.stores.get(trace.tenant).record, step, node.report, trace.settings
     )
     try:
         return await anyio.to_thread.run_sync(call)

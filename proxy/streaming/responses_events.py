@@ -47,7 +47,9 @@ def _item_events(ev: _Events, index: int, item: Json) -> Iterator[bytes]:
         yield ev("response.output_item.added", output_index=index, item=added)
         args = item.get("arguments") or ""
         yield ev("response.function_call_arguments.delta", **ids, delta=args)
-        yield ev("response.function_call_arguments.done", **ids, arguments=args)
+        yield ev(
+            "response.function_call_arguments.done", **ids, name=item.get("name"), arguments=args
+        )
     yield ev("response.output_item.done", output_index=index, item=item)
 
 

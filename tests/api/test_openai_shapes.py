@@ -197,8 +197,10 @@ async def test_json_answers_stay_valid_json(
             assert gp["action"] != "none"
             if not stream or response_format:  # buffered: the verdict is in the headers too
                 assert resp.headers["x-groundproxy-action"] == gp["action"]
-            # the contradicted value is corrected in place, in a plain string field
-            assert "24 months" not in doc["warranty"] and doc["months"] == 24, gp
+            # the contradicted values are corrected in place: in a plain string field, and
+            # the number (a claim too, "months: 24 months") as an integer of the schema
+            assert "24 months" not in doc["warranty"] and doc["months"] == 12, gp
+            assert any("months: 24 months" in t for t in verdicts), verdicts
 
 
 async def test_errors_and_models_validate(client: httpx.AsyncClient) -> None:

@@ -19,11 +19,11 @@ from groundproxy.guards.claims import decompose
 from groundproxy.guards.evidence_split import evidence_sentences
 from groundproxy.guards.evidence_vectors import SLICE_CHARS, RequestVectors
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.pipeline import gather_evidence, run_guard
+from groundproxy.guards.pipeline import Backends, gather_evidence, run_guard
 from groundproxy.guards.report import report_body, report_headers
 from groundproxy.guards.request_evidence import RequestContext, request_evidence
 from groundproxy.policies.schema import local_policy
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.testing.embedders import HashingEmbedder
 
 FACTS = [
     f"The {city} office of Acme opened in {1950 + i} and employs {40 + i} engineers."
@@ -191,7 +191,7 @@ def test_a_capped_answer_reports_top_n_in_body_and_header() -> None:
     report = run_guard(
         "The Berlin office of Acme opened in 1952. The Oslo office employs 47 engineers.",
         question=None, context_messages=context, policy=policy,
-        verifier=LexicalVerifier(), embedder=HashingEmbedder(), index=None,
+        backends=Backends(LexicalVerifier(), HashingEmbedder()),
     )  # fmt: skip
     body = report_body(report, "t@1")
     assert body["context"]["capped"] and body["context"]["verified"] < body["context"]["passages"]
@@ -209,6 +209,6 @@ def test_a_small_context_keeps_every_window_and_no_note() -> None:
     assert found[0] and found[0][0].text == "The meeting is on Tuesday at 10."
     report = run_guard("The meeting is on Tuesday.", question=None,
                        context_messages=[("system", "The meeting is on Tuesday at 10.")],
-                       policy=policy, verifier=LexicalVerifier(), embedder=HashingEmbedder(),
-                       index=None)  # fmt: skip
+                       policy=policy,
+                       backends=Backends(LexicalVerifier(), HashingEmbedder()))  # fmt: skip
     assert "context" not in report_body(report, "t@1") and report.context is not None

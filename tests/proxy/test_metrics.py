@@ -114,7 +114,11 @@ def test_cache_stats_are_read_at_scrape_time() -> None:
     metrics.register_cache("test-cache", lambda: cache)
     cache.hits, cache.misses = 3, 1
     text = metrics.render().decode()
-    assert value(text, "groundproxy_cache_hits", cache="test-cache") == 3
+    # counters (rate() applies), named with _total; before: gauges named without it
+    assert value(text, "groundproxy_cache_hits_total", cache="test-cache") == 3
+    assert value(text, "groundproxy_cache_misses_total", cache="test-cache") == 1
+    assert "# TYPE groundproxy_cache_hits_total counter" in text
+    assert "# TYPE groundproxy_cache_misses_total counter" in text
     assert value(text, "groundproxy_cache_hit_ratio", cache="test-cache") == 0.75
     assert value(text, "groundproxy_cache_entries", cache="test-cache") == 7
     metrics.observe_batch(5)

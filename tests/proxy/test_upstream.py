@@ -65,7 +65,7 @@ async def test_one_parser_collects_text_tool_calls_logprobs_and_fingerprint() ->
     )
     assert choice.tool_calls == [{"id": "call_1", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Paris"}'}}]  # fmt: skip
-    assert choice.logprobs == {"content": [{"token": "It", "logprob": -0.1}]}
+    assert choice.logprobs == {"content": [{"token": "It", "logprob": -0.1}], "refusal": None}
     assert done.system_fingerprint == "fp_1" and done.usage and done.usage["total_tokens"] == 5
     # the body the client gets: id/created/model of the first chunk, the text, the tool
     # calls, the logprobs, the finish reason, the fingerprint, the usage
@@ -74,7 +74,9 @@ async def test_one_parser_collects_text_tool_calls_logprobs_and_fingerprint() ->
         "system_fingerprint": "fp_1",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "It is warm.",
                                              "tool_calls": choice.tool_calls},
-                     "logprobs": {"content": [{"token": "It", "logprob": -0.1}]},
+                     # refusal: required by the spec (nullable), absent from the chunks
+                     "logprobs": {"content": [{"token": "It", "logprob": -0.1}],
+                                  "refusal": None},
                      "finish_reason": "tool_calls"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }  # fmt: skip

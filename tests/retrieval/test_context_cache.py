@@ -10,9 +10,9 @@ import numpy.typing as npt
 
 from groundproxy.proxy.context_metrics import ContextCacheCollector
 from groundproxy.retrieval.context_cache import ContextVectorCache
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 from groundproxy.retrieval.index_snapshot import TenantIndex
 from groundproxy.retrieval.ingest import ingest_texts
+from groundproxy.testing.embedders import HashingEmbedder
 
 SENTENCES = ["The warranty lasts 12 months.", "Batteries are covered for 6 months."]
 
