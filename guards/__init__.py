@@ -48,7 +48,13 @@ from groundproxy.guards.logprobs import (
     verified_logprobs,
 )
 from groundproxy.guards.logprobs_kept import PieceTally, TokenQueue, dropped_note, still_describes
-from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
+from groundproxy.guards.pipeline import (
+    Backends,
+    RequestContext,
+    evidence_fn,
+    run_guard,
+    with_context,
+)
 from groundproxy.guards.report import header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
 from groundproxy.guards.stages import Verified, verify
@@ -66,6 +72,7 @@ __all__ = [
     "Backends",
     "CachingVerifier",
     "PieceTally",
+    "RequestContext",
     "Segment",
     "SentenceSegmenter",
     "StreamedAnswer",
@@ -110,4 +117,5 @@ __all__ = [
     "verified_logprobs",
     "verify",
     "walk_back",
+    "with_context",
 ]

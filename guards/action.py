@@ -229,6 +229,7 @@ def apply(
         blocked=rendered.blocked,
         latency_ms=verified.latency_ms + apply_ms,
         verifier=verified.verifier,
+        context=verified.context,
     )
     return with_unverified_tail(report, verified.tail, policy) if verified.tail else report
 

@@ -22,7 +22,8 @@ from collections.abc import Collection, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.sentences import fast_sentence_spans, trim_span
+from groundproxy.errors import GuardTimeoutError
+from groundproxy.guards.sentences import Stop, fast_sentence_spans, trim_span
 from groundproxy.guards.tfidf import cosine_matrix
 from groundproxy.guards.types import Claim, Evidence
 
@@ -98,17 +99,22 @@ def _windows(sentences: list[tuple[int, int]]) -> list[tuple[int, tuple[int, int
 
 
 def context_evidence(
-    messages: Sequence[tuple[str, str]], exclude_roles: Collection[str] = EXCLUDED_ROLES
+    messages: Sequence[tuple[str, str]],
+    exclude_roles: Collection[str] = EXCLUDED_ROLES,
+    halt: Stop | None = None,
 ) -> list[Evidence]:
     """Sentence-window evidence from ``(role, text)`` messages.
 
     Every role but ``exclude_roles`` counts (system, developer, user, tool, function, or
     e.g. "context" for an eval row); assistant messages are skipped by default because
     earlier answers are not evidence. ``score`` is 0.0 here; :func:`select_evidence`
-    fills it in.
+    fills it in. ``halt`` (true once the caller gave up) is checked before each message:
+    GuardTimeoutError.
     """
     out: list[Evidence] = []
     for index, (role, text) in enumerate(messages):
+        if halt is not None and halt():
+            raise GuardTimeoutError("guard stopped at its deadline")
         if role in exclude_roles or not text or not text.strip():
             continue
         for first, (s, e) in sentence_windows(text):

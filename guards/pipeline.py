@@ -9,9 +9,10 @@ assumed.
 
 Evidence per claim: ``index.search`` over the claim vectors (top_k, min_score) when an
 index is given, plus — with ``retrieval.use_request_context`` — the request's own
-messages (:mod:`guards.context`), merged and sorted by score. ``min_score`` is an
-embedding-cosine threshold; without an embedder, request context is ranked by TF-IDF
-cosine and any passage sharing a term with the claim is kept (top_k).
+messages, merged and sorted by score. Request context is pre-selected per claim (BM25) and
+only the candidates' sentences are embedded, within a cap (:mod:`guards.request_evidence`).
+``min_score`` is an embedding-cosine threshold; without an embedder, request context is
+ranked by TF-IDF cosine and any passage sharing a term with the claim is kept (top_k).
 
 A claim of at most ``SHORT_CLAIM_WORDS`` words ("Delhi", "President Richard Nixon") is an
 answer to the question and means little alone: it is searched for as "question + claim"
@@ -25,14 +26,17 @@ the claim itself.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from groundproxy.errors import GuardError
 from groundproxy.guards.action import apply
 from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
+from groundproxy.guards.evidence_vectors import RequestVectors, encode_sliced
 from groundproxy.guards.failures import unverified_report
-from groundproxy.guards.stages import EvidenceFn, verify
+from groundproxy.guards.request_evidence import RequestContext, request_evidence
+from groundproxy.guards.stages import EvidenceFn, Verified, verify
 from groundproxy.guards.types import (
     Claim,
     Embedder,
@@ -81,37 +85,51 @@ def _best_windows(
     ]
 
 
+Context = Sequence[tuple[str, str]] | RequestContext
+
+
+def as_request_context(context: Context) -> RequestContext:
+    """The request's messages as a :class:`RequestContext` (no cache, no deadline)."""
+    return context if isinstance(context, RequestContext) else RequestContext(list(context))
+
+
 def gather_evidence(
     claims: Sequence[Claim],
-    context_messages: Sequence[tuple[str, str]],
+    context_messages: Context,
     policy: Policy,
     embedder: Embedder | None,
     index: EvidenceSource | None,
     question: str | None = None,
 ) -> list[list[Evidence]]:
-    """Evidence for each claim, best first (see the module docstring)."""
+    """Evidence for each claim, best first (see the module docstring). ``context_messages``:
+    the request's ``(role, text)`` messages, or a :class:`RequestContext` carrying the
+    tenant's vector cache, the caller's halt and the budget's reserve."""
     if not claims:
         return []
+    context = as_request_context(context_messages)
     queries = [dataclasses.replace(c, text=search_text(c.text, question)) for c in claims]
     top_k, min_score = policy.retrieval.top_k, policy.retrieval.min_score
-    use_context = policy.retrieval.use_request_context and bool(context_messages)
-    candidates = context_evidence(context_messages) if use_context else []
-    # One embedder call per request: the claims and the request-context windows together.
-    vectors = cand_vectors = None
-    if embedder is not None:
-        encoded = embedder.encode([q.text for q in queries] + [e.text for e in candidates])
-        vectors, cand_vectors = encoded[: len(claims)], encoded[len(claims) :]
+    use_context = policy.retrieval.use_request_context and bool(context.messages)
+    if embedder is None:
+        if index is not None:
+            raise GuardError("searching an index needs an embedder")
+        if not use_context:
+            return [[] for _ in claims]
+        candidates = context_evidence(context.messages)
+        return select_evidence(queries, None, candidates, None, top_k, TFIDF_MIN_SCORE)
+    began = time.perf_counter()
+    vectors = encode_sliced(embedder, [q.text for q in queries], context.halt)
+    began = context.timed("embed", began)
     per_claim: list[list[Evidence]] = [[] for _ in claims]
     if index is not None:
-        if vectors is None:
-            raise GuardError("searching an index needs an embedder")
         found = index.search(vectors, top_k, min_score)
         if len(found) != len(claims):
             raise GuardError("the index returned a result list per query of the wrong length")
         per_claim = _best_windows(queries, found, top_k)
-    if candidates:
-        floor = min_score if vectors is not None else TFIDF_MIN_SCORE
-        chosen = select_evidence(queries, vectors, candidates, cand_vectors, top_k, floor)
+        context.timed("search", began)
+    if use_context:
+        store = context.vectors if context.vectors is not None else RequestVectors(embedder)
+        chosen = request_evidence(queries, vectors, context, store, top_k, min_score)
         per_claim = [_merge(p, c) for p, c in zip(per_claim, chosen, strict=True)]
     return per_claim
 
@@ -131,7 +149,7 @@ def run_guard(
     answer: str,
     *,
     question: str | None,
-    context_messages: Sequence[tuple[str, str]],
+    context_messages: Context,
     policy: Policy,
     backends: Backends,
 ) -> GuardReport:
@@ -140,20 +158,27 @@ def run_guard(
     ``context_messages`` are the request's ``(role, text)`` messages in order (indices
     name them in ``request:<role>#<i>``). Backend failures raise :class:`GuardError`.
     """
+    context = as_request_context(context_messages)
     verified = verify(
         answer,
         question=question,
         policy=policy,
         verifier=backends.verifier,
-        evidence_for=evidence_fn(
-            context_messages, policy, backends.embedder, backends.index, question
-        ),
+        evidence_for=evidence_fn(context, policy, backends.embedder, backends.index, question),
     )
-    return apply(verified, policy)
+    return apply(with_context(verified, context), policy)
+
+
+def with_context(verified: Verified, context: RequestContext) -> Verified:
+    """``verified`` carrying what the request's context cost (when it had any) and the
+    evidence stage's parts in ``stage_ms``."""
+    stage_ms = {**verified.stage_ms, **context.timings}
+    stats = context.stats if context.stats.passages else None
+    return dataclasses.replace(verified, context=stats, stage_ms=stage_ms)
 
 
 def evidence_fn(
-    context_messages: Sequence[tuple[str, str]],
+    context_messages: Context,
     policy: Policy,
     embedder: Embedder | None,
     index: EvidenceSource | None,
@@ -169,9 +194,12 @@ def evidence_fn(
 
 __all__ = [
     "Backends",
+    "RequestContext",
+    "as_request_context",
     "evidence_fn",
     "gather_evidence",
     "run_guard",
     "search_text",
     "unverified_report",
+    "with_context",
 ]

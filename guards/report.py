@@ -5,8 +5,11 @@ claims[{text, span, verdict, probs, uncertainty,
 citations[{doc, chunk, score, quote, span, content_hash,
 index_version}], action, correction (only when set),
 explanation, conflict (only when the request and the documents disagreed)}], plus
-latency_ms, verifier and unverified. Header names are lower-case and their values are
-header-safe (no CR/LF or other control characters, latin-1 only).
+latency_ms, verifier and unverified; when the request's context was too large to verify
+whole within the cap or the budget (guards.request_evidence), ``context`` {passages,
+verified, capped} and a ``notes`` line, and the header ``x-groundproxy-context``. Header
+names are lower-case and their values are header-safe (no CR/LF or other control
+characters, latin-1 only).
 """
 
 from __future__ import annotations
@@ -70,7 +73,22 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
     }
     if report.adapter is not None:
         body["adapter"] = report.adapter
+    if report.context is not None and report.context.capped:
+        c = report.context
+        body["context"] = {"passages": c.passages, "verified": c.verified, "capped": True}
+        body["notes"] = [context_note(report)]
     return body
+
+
+def context_note(report: GuardReport) -> str:
+    """The note of an answer verified on part of the request's context."""
+    c = report.context
+    if c is None:
+        return ""
+    return (
+        f"verified on the top {c.verified} of {c.passages} request-context passages "
+        "(context cap or latency budget)"
+    )
 
 
 def claim_counts(report: GuardReport) -> str:
@@ -136,4 +154,8 @@ def report_headers(
         "x-groundproxy-step-id": step_id,
         "x-request-id": request_id,
     }
+    if report.context is not None and report.context.capped:
+        headers["x-groundproxy-context"] = (
+            f"top-n={report.context.verified}; passages={report.context.passages}"
+        )
     return {k: header_safe(v) for k, v in headers.items()}

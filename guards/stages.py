@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groundproxy.errors import GroundproxyError, GuardError, GuardTimeoutError
 from groundproxy.guards.claims import decompose
@@ -35,6 +35,7 @@ from groundproxy.guards.sentences import Stop, guard_cut
 from groundproxy.guards.types import (
     Claim,
     ClaimResult,
+    ContextStats,
     Evidence,
     Pair,
     Probs,
@@ -47,6 +48,7 @@ EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
 # between them; an ordinary answer (a few claims) is one evidence call and one batch.
 CLAIM_BATCH = 16
 VERIFY_BATCH = 64
+STAGES = ("split", "evidence", "rules", "verifier")  # Verified.stage_ms, in order
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,10 @@ class Verified:
     latency_ms: float = 0.0
     tail: str = ""  # past policy.max_answer_chars: not verified, returned marked (apply)
     question: str | None = None  # the user's question the claims were verified with
+    context: ContextStats | None = None  # what the request's context cost (its caller sets it)
+    # wall ms per stage: split (claims), evidence, rules, verifier; the evidence function's
+    # own parts (pipeline.with_context: embed, windows, preselect, search) added by its caller
+    stage_ms: dict[str, float] = field(default_factory=dict)
 
 
 def verify(
@@ -96,13 +102,17 @@ def verify(
     started = time.perf_counter()
     cut = guard_cut(answer, policy.max_answer_chars)
     answer, tail = answer[:cut], answer[cut:]
+    marks = [time.perf_counter()]
     try:
         claims = decompose(answer, halt)
+        marks.append(time.perf_counter())
         evidence = _evidence(evidence_for, claims, halt)
+        marks.append(time.perf_counter())
         pool = list(dict.fromkeys(e.text for ev in evidence for e in ev))  # the answer's
         resolved = [
             resolve(c.text, ev, policy, pool) for c, ev in zip(claims, evidence, strict=True)
         ]
+        marks.append(time.perf_counter())
         evidence = [ev for ev, _, _ in resolved]
         rules: list[RuleResult] = [rule for _, rule, _ in resolved]
         pairs: list[Pair] = []
@@ -117,6 +127,7 @@ def verify(
                 pairs.append(Pair(rule.correction, source.text, question, vectors=source.sentences))
                 owners.append((i, -1))
         scored = _score(verifier, pairs, halt)
+        marks.append(time.perf_counter())
     except GroundproxyError:
         raise
     except Exception as exc:  # a backend failed: the caller applies on_guard_error
@@ -142,6 +153,9 @@ def verify(
         latency_ms=(time.perf_counter() - started) * 1000.0,
         question=question,
         tail=tail,
+        stage_ms={
+            name: (b - a) * 1000.0 for name, a, b in zip(STAGES, marks[:-1], marks[1:], strict=True)
+        },
     )
 
 

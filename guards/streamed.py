@@ -18,7 +18,7 @@ from groundproxy.guards.action import Segment, apply, every_claim_removed, stron
 from groundproxy.guards.decide import rendered_trust
 from groundproxy.guards.rewrite import Cited, footnote_block
 from groundproxy.guards.stages import Verified
-from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
+from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, ContextStats, GuardReport
 from groundproxy.policies.schema import Policy
 
 _SENT_ACTIONS = ("kept", "flagged", "annotated", "corrected", "removed")
@@ -48,6 +48,7 @@ class StreamedAnswer:
         self.unverified_seen = False
         self.guard_ms = 0.0
         self.verifier = ""
+        self.context: ContextStats | None = None  # the pieces' request-context costs, summed
 
     def _raise_action(self, action: AnswerAction) -> None:
         self.action = stronger(self.action, action)
@@ -70,6 +71,10 @@ class StreamedAnswer:
         self.original.append(verified.answer)
         self.guard_ms += guard_ms
         self.verifier = verified.verifier or self.verifier
+        if verified.context is not None:
+            if self.context is None:
+                self.context = ContextStats()
+            self.context.add(verified.context)
         piece = apply(verified, self.policy, Segment(self.cited, tuple(self.results)))
         self.results.extend(_shifted(piece.claims, offset))
         if piece.blocked:
@@ -111,4 +116,5 @@ class StreamedAnswer:
             unverified=self.unverified_seen,
             latency_ms=self.guard_ms,
             verifier=self.verifier,
+            context=self.context,
         )

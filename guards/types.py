@@ -119,6 +119,29 @@ class ClaimResult:
 
 
 @dataclass
+class ContextStats:
+    """What the request's own context cost one answer (guards.request_evidence)."""
+
+    passages: int = 0  # sentence windows in the request's context
+    candidates: int = 0  # distinct windows pre-selected for some claim
+    verified: int = 0  # distinct windows with vectors the claims were checked against
+    sentences: int = 0  # distinct sentences of the candidates
+    found: int = 0  # of those, vectors from the tenant's cache or index
+    embedded: int = 0  # of those, embedded for this answer
+    capped: bool = False  # the cap or the budget left candidates out: top-N verified
+
+    def add(self, other: ContextStats) -> None:
+        """Count ``other`` (another piece of the same answer) in too."""
+        self.passages = max(self.passages, other.passages)
+        self.candidates += other.candidates
+        self.verified += other.verified
+        self.sentences += other.sentences
+        self.found += other.found
+        self.embedded += other.embedded
+        self.capped = self.capped or other.capped
+
+
+@dataclass
 class GuardReport:
     """Everything the proxy needs to build headers, body and the rewritten text."""
 
@@ -132,6 +155,7 @@ class GuardReport:
     latency_ms: float = 0.0
     verifier: str = ""
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
+    context: ContextStats | None = None  # what the request's context cost (None: none used)
 
     @property
     def reported_trust(self) -> float | None:

@@ -27,6 +27,9 @@ What is measured:
                                                       across requests (model: embedder|verifier)
 ``groundproxy_gc_pause_seconds{generation}``          Python garbage collections: each stops
                                                       every thread (proxy.gc_pauses)
+``groundproxy_context_*``                             the request-context vector cache and
+                                                      answers verified on the top-N passages
+                                                      (proxy.context_metrics)
 
 Who may read ``/metrics``: everyone when ``GROUNDPROXY_METRICS_PUBLIC=true``; otherwise only a
 client on the loopback interface or a request carrying one of any tenant's *admin* keys.
@@ -48,6 +51,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from groundproxy.guards.types import GuardReport
+from groundproxy.proxy.context_metrics import ContextCacheCollector, ContextCounts
 
 access_log = structlog.get_logger("groundproxy.access")
 
@@ -227,12 +231,21 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.context_capped = Counter(
+            "groundproxy_context_capped",
+            "answers verified on the top-N passages of their request context",
+            ["tenant"],
+            registry=r,
+        )
         self._caches = _CacheCollector()
         r.register(self._caches)
+        self._context: ContextCacheCollector | None = None
 
     def observe_guard(self, tenant: str, report: GuardReport, seconds: float) -> None:
         self.guard_seconds.labels(tenant).observe(seconds)
         self.actions.labels(tenant, report.action).inc()
+        if report.context is not None and report.context.capped:
+            self.context_capped.labels(tenant).inc()
         for claim in report.claims:
             self.verdicts.labels(tenant, str(claim.verdict)).inc()
 
@@ -272,6 +285,14 @@ class Metrics:
     def register_cache(self, name: str, getter: Callable[[], StatsSource | None]) -> None:
         """Report a cache's ``stats()`` under ``cache=name`` (read lazily at each scrape)."""
         self._caches.sources[name] = getter
+
+    def register_context_cache(self, cache: ContextCounts) -> None:
+        """Export the request-context vector cache's counts (proxy.context_metrics); a
+        second cache (the guard built again) replaces the first."""
+        if self._context is not None:
+            self.registry.unregister(self._context)
+        self._context = ContextCacheCollector(cache)
+        self.registry.register(self._context)
 
     def render(self) -> bytes:
         from prometheus_client import generate_latest

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     # Guards running at once (proxy.serving.admission); 0: one per core (batch_max with
     # batching on).
     guard_workers: int = 0
+    # Request-context sentence vectors kept per process, all tenants (retrieval.context_cache;
+    # ~1.5 KiB each); 0 turns the cache off.
+    context_cache_entries: int = Field(default=32_768, ge=0)
     watch_policies: bool = True
     policy_poll_s: float = 1.0
     log_level: str = "info"

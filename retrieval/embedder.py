@@ -109,12 +109,19 @@ def _minilm_int8(cache: Path | None) -> Embedder:
     return OnnxEmbedder("int8", cache=cache)
 
 
+def _minilm_cuda(cache: Path | None) -> Embedder:
+    from groundproxy.retrieval.torch_embedder import TorchMiniLM
+
+    return TorchMiniLM(os.environ.get("GROUNDPROXY_CUDA_DEVICE", "cuda"))
+
+
 # "minilm" and "minilm-torch" give the same vectors (cosine ≥ 0.9999) under the same name, so
 # they share indexes; "minilm-int8" has its own name and its own indexes.
 _FACTORIES: dict[str, Callable[[Path | None], Embedder]] = {
     "minilm": _minilm_onnx,
     "minilm-torch": _minilm_torch,
     "minilm-int8": _minilm_int8,
+    "minilm-cuda": _minilm_cuda,
 }
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _loaded: dict[str, Embedder] = {}
@@ -168,6 +175,8 @@ def load_embedder(name: str = "minilm", cache: Path | None = None) -> Embedder:
     package into the cache; see retrieval.onnx_embedder); ``minilm-torch`` is the same model
     through sentence-transformers (same vectors, same name); ``minilm-int8`` is the
     quantized export (faster, different vectors, its own name so indexes never mix);
+    ``minilm-cuda`` is the same model on a GPU (torch, retrieval.torch_embedder: ingest of
+    large corpora; same vectors, same name);
     ``module:factory`` imports ``factory`` from ``module`` and calls it (tests use
     ``groundproxy.testing.embedders:HashingEmbedder``, a model-free stand-in).
     """

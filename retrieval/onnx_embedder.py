@@ -188,7 +188,8 @@ def _export(source: Path, out: Path, variant: Variant) -> None:
         raise ModelLoadError(f"cannot export the embedding model to ONNX: {exc}") from exc
 
 
-def _max_seq_length(source: Path) -> int:
+def max_seq_length(source: Path) -> int:
+    """The model's ``max_seq_length`` (sentence-transformers' config; 256 if unreadable)."""
     try:
         cfg = json.loads((source / "sentence_bert_config.json").read_text(encoding="utf-8"))
         return int(cfg["max_seq_length"])
@@ -222,7 +223,7 @@ class OnnxEmbedder:
         self.name = VARIANT_NAMES[variant]
         self.dim = MINILM_DIM
         self.batch_size = batch_size
-        self.max_seq_length = _max_seq_length(src)
+        self.max_seq_length = max_seq_length(src)
         self.model_file = ensure_exported(variant, source=src, root=cache)
         try:
             import onnxruntime as ort

@@ -129,8 +129,8 @@ class ChatServing(UpstreamServing):
         report = reports[0] if reports else no_claims()
         report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
         body["groundproxy"] = report_body(report, scope.policy_id)
-        if notes:
-            body["groundproxy"]["notes"] = notes
+        if notes:  # beside a request-context note (report_body)
+            body["groundproxy"].setdefault("notes", []).extend(notes)
         headers = await self.call.conclude(scope, report, asked, answer.seconds * 1000.0)
         return Completed(body, headers, report)
 

@@ -161,8 +161,8 @@ class CompletionsServing(UpstreamServing):
         report = reports[0] if reports else no_claims()
         report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
         body["groundproxy"] = report_body(report, scope.policy_id)
-        if notes:
-            body["groundproxy"]["notes"] = notes
+        if notes:  # beside a request-context note (report_body)
+            body["groundproxy"].setdefault("notes", []).extend(notes)
         whole = "\n".join(prompts)
         asked = Asked(whole, [("user", whole)])
         headers = await self.call.conclude(scope, report, asked, seconds * 1000.0)

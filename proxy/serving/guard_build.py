@@ -24,6 +24,7 @@ from groundproxy.proxy.serving.admission import GuardQueue
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
 from groundproxy.proxy.storage.calibration import CalibrationCache
+from groundproxy.retrieval.context_cache import ContextVectorCache
 from groundproxy.retrieval.storage import TenantIndexes
 
 
@@ -99,6 +100,8 @@ class GuardParts:
     verdict_cache: VerdictCache = field(default_factory=VerdictCache)
     # Guards waiting or running, at most `workers` at a time (proxy.serving.admission).
     queue: GuardQueue = field(default_factory=GuardQueue)
+    # Tenant-scoped vectors of request-context sentences seen before (retrieval.context_cache).
+    context_cache: ContextVectorCache = field(default_factory=ContextVectorCache)
     # The configured embedder itself (``embedder`` may be its micro-batching wrapper): what
     # the token alignment reads token states from (models.token_alignment).
     raw_embedder: Embedder | None = None
@@ -143,8 +146,10 @@ def build_parts(
         batching=batching,
         metrics=metrics,
         queue=GuardQueue(_workers(settings)),
+        context_cache=ContextVectorCache(settings.context_cache_entries),
     )
     metrics.register_cache("verdict", functools.partial(_cache_of, parts))
+    metrics.register_context_cache(parts.context_cache)
     return parts
 
 

@@ -42,6 +42,7 @@ from groundproxy.models.token_alignment import StoredStates, TokenEmbedder, alig
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import Reservation
+from groundproxy.proxy.serving.context import request_context, with_context
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
@@ -62,6 +63,7 @@ class VerifyOptions(TypedDict, total=False):
     threshold: float | None  # default: the calibrated one when the policy says so
     cache: bool  # the verdict cache (default on)
     stop: Callable[[], bool] | None  # true once the caller gave up
+    deadline: float | None  # time.monotonic() of the budget's end (request context: top-N)
 
 
 REPORT_S = 0.05  # the most a failure report spends on claims before the linear splitter
@@ -173,13 +175,15 @@ class GuardService:
         index = options.get("index", TENANT_INDEX)
         threshold = options.get("threshold")
         cache = options.get("cache", True)
+        stop, deadline = options.get("stop"), options.get("deadline")
         parts = self.parts
         verifier = self.verifier(policy.verifier.model)
         if threshold is None:  # verifier.threshold: calibrated → the tenant's file
             threshold = parts.calibrations.threshold_for(policy, verifier.name)
         cached = CachingVerifier(verifier, parts.verdict_cache, policy.tenant)
         index_now = self._index(policy, index)
-        evidence = evidence_fn(context, policy, parts.embedder, index_now, question)
+        request = request_context(parts, context, policy, index_now, (stop, deadline))
+        evidence = evidence_fn(request, policy, parts.embedder, index_now, question)
         parts.batching.enter()
         try:
             verified = verify(
@@ -188,7 +192,7 @@ class GuardService:
                 policy=policy,
                 verifier=cached if cache else verifier,
                 evidence_for=evidence,
-                halt=options.get("stop"),
+                halt=stop,
             )
         finally:
             parts.batching.leave()
@@ -202,7 +206,7 @@ class GuardService:
                 hit_rate=stats["hit_rate"],
                 size=stats["size"],
             )
-        return verified
+        return with_context(verified, request)
 
     def guard_sync(
         self, answer: str, question: str | None, context: Context, policy: Policy,
@@ -269,7 +273,7 @@ class GuardService:
         upstream call): (run the guard?, estimated wait in s). ``on_overload: reject`` past
         the budget raises OverloadedError (429 + retry-after) — callable before the upstream
         call, so a rejected request costs nothing upstream."""
-        wait_s, guard_s = self.parts.queue.estimate(chars)
+        wait_s, guard_s = self.parts.queue.estimate(chars, policy.tenant)
         decision = admission(policy, wait_s, guard_s) if policy.guard else "run"
         if decision == "reject":
             self.parts.metrics.observe_overload(policy.tenant, "rejected")
@@ -292,10 +296,10 @@ class GuardService:
         ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
         if policy.on_overload == "queue" and policy.max_queue_ms > 0:
             reservation, held_s = await self.parts.queue.hold(
-                policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0, ttl_s=ttl_s
+                policy.latency_budget_ms / 1e3, policy.max_queue_ms / 1e3, ttl_s, policy.tenant
             )
         else:  # not held, but its coming guard counts for the others (proxy.serving.admission)
-            reservation, held_s = self.parts.queue.reserve(ttl_s), 0.0
+            reservation, held_s = self.parts.queue.reserve(ttl_s, policy.tenant), 0.0
         if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
             self.parts.metrics.observe_overload(policy.tenant, "hold_expired")
             log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
@@ -327,10 +331,9 @@ class GuardService:
             self.parts.metrics.observe_overload(policy.tenant, "shed")
             return await off_loop(failure_report, answer, policy, shed_error(policy, wait_s))
         queue = self.parts.queue
-        ticket = queue.enter(budget_s, len(answer), reservation)
-        call = functools.partial(
-            self.verify_sync, answer, question, list(context), policy, stop=ticket.expired
-        )
+        ticket = queue.enter(budget_s, len(answer), reservation, policy.tenant)
+        stops: VerifyOptions = {"stop": ticket.expired, "deadline": ticket.deadline}
+        call = functools.partial(self.verify_sync, answer, question, list(context), policy, **stops)
         try:
             with anyio.fail_after(budget_s):
                 return await queue.run(call, ticket)

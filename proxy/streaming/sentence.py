@@ -201,8 +201,8 @@ async def sentence_events(
         await on_report(report)
     finish = "content_filter" if report.blocked else (out.finish or "stop")
     verdict = report_body(report, loaded.policy_id)
-    if (note := tally.note()) is not None:
-        verdict["notes"] = [note]
+    if (note := tally.note()) is not None:  # beside a request-context note (report_body)
+        verdict.setdefault("notes", []).append(note)
     last = out.last(finish, verdict)
     log.info(
         "guarded",

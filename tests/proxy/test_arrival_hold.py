@@ -112,7 +112,7 @@ def test_arrival_holds_queue_tenants_only_and_releases_on_exit(service: GuardSer
     queue = service.parts.queue
     queue.recent_s = 0.1
     for _ in range(queue.workers + 5):
-        queue.enter(60.0)
+        queue.enter(60.0, tenant="q")  # its own guards ahead (another's count only fairly)
     queued = local_policy("q", latency_budget_ms=200, max_queue_ms=50)
     unheld = local_policy("u", on_overload="unverified")
     off = local_policy("z", max_queue_ms=0)

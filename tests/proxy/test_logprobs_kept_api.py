@@ -7,6 +7,7 @@ lifespan in process, the real index of testing/samples, the fake-upstream proces
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from groundproxy.guards import RequestContext
 from tests.conftest import KEYS
 from tests.inprocess import app_client
 from tests.spec_check import check, check_stream
@@ -89,3 +91,33 @@ async def test_a_sentence_stream_drops_only_the_rewritten_sentences_and_says_so(
     assert last["notes"] == [
         "logprobs dropped for 1 of 2 sentences: rewritten (claims: 1 corrected)"
     ]
+
+
+async def test_a_logprobs_note_goes_beside_a_request_context_note(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a request context past the cap (made tiny here): verified on its top-N passages, and
+    # that note must survive the logprobs note (the merge of issues 30 and 31 overwrote it)
+    capped = functools.partial(RequestContext, max_chars=120)
+    monkeypatch.setattr("groundproxy.proxy.serving.context.RequestContext", capped)
+    passages = " ".join(
+        f"Store {i} of Acme sells the vacuum robot with a warranty of {12 + i} months."
+        for i in range(40)
+    )
+    body = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": f"Documents: {passages}"},
+            {"role": "user", "content": WRONG},
+        ],
+        "logprobs": True,
+    }
+    resp = await client.post(
+        "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {KEYS['acme']}"}
+    )
+    assert resp.status_code == 200, resp.text
+    gp = resp.json()["groundproxy"]
+    assert gp["context"]["capped"] and resp.headers["x-groundproxy-context"].startswith("top-n=")
+    assert len(gp["notes"]) == 2, gp["notes"]
+    assert gp["notes"][0].startswith("verified on the top ")
+    assert gp["notes"][1].startswith("logprobs dropped: the answer was rewritten")
