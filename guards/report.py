@@ -3,9 +3,10 @@
 Body keys: trust, action, policy, claims[{text, span, verdict, probs, uncertainty,
 citations[{doc, chunk, score, quote, span, content_hash,
 index_version}], action, correction (only when set),
-explanation, conflict (only when the request and the documents disagreed)}], plus
-latency_ms, verifier and unverified. Header names are lower-case and their values are
-header-safe (no CR/LF or other control characters, latin-1 only).
+explanation, conflict (only when the request and the documents disagreed), judge (only
+for a claim escalated to the judge, guards.judge)}], plus latency_ms, verifier and
+unverified, and judge (the judge's figures, when the policy escalates). Header names are
+lower-case and their values are header-safe (no CR/LF or other control characters, latin-1 only).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def _claim(r: ClaimResult) -> dict[str, Any]:
     out["explanation"] = r.explanation
     if r.conflict is not None:
         out["conflict"] = r.conflict
+    if r.judge is not None:
+        out["judge"] = r.judge
     return out
 
 
@@ -75,7 +78,17 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
     }
     if report.adapter is not None:
         body["adapter"] = report.adapter
+    if report.judge is not None:
+        body["judge"] = report.judge
     return body
+
+
+def judge_header(figures: dict[str, Any]) -> str:
+    """``escalated=N; overturned=M; skipped=K; ms=T`` (header ``x-groundproxy-judge``)."""
+    return (
+        f"escalated={figures.get('escalated', 0)}; overturned={figures.get('overturned', 0)}; "
+        f"skipped={figures.get('skipped', 0)}; ms={round(float(figures.get('ms', 0.0)))}"
+    )
 
 
 def claim_counts(report: GuardReport) -> str:
@@ -132,4 +145,6 @@ def report_headers(
         "x-groundproxy-step-id": step_id,
         "x-request-id": request_id,
     }
+    if report.judge is not None:
+        headers["x-groundproxy-judge"] = judge_header(report.judge)
     return {k: header_safe(v) for k, v in headers.items()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from groundproxy.guards.judge_merge import Judged, JudgeSummary, settle
 from groundproxy.guards.rewrite import Cited, footnote_block, rendered_trust
 from groundproxy.guards.stages import Segment, Verified, apply
 from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
@@ -49,6 +50,7 @@ class StreamedAnswer:
         self.unverified_seen = False
         self.guard_ms = 0.0
         self.verifier = ""
+        self.judge: JudgeSummary | None = None  # the judge's figures over the pieces
 
     def _raise_action(self, action: AnswerAction) -> None:
         if _STRENGTH[action] > _STRENGTH[self.action]:
@@ -67,12 +69,21 @@ class StreamedAnswer:
         self.original.append(text)
         return "" if self.blocked else text
 
-    def verified(self, verified: Verified, offset: int, guard_ms: float) -> tuple[str, GuardReport]:
-        """The text to send for a verified piece ("" once blocked), and the piece's report."""
+    def verified(
+        self, verified: Verified, offset: int, guard_ms: float, judged: Judged | None = None
+    ) -> tuple[str, GuardReport]:
+        """The text to send for a verified piece ("" once blocked), and the piece's report;
+        ``judged``: the judge's word on its escalated claims (guards.judge_merge)."""
         self.original.append(verified.answer)
         self.guard_ms += guard_ms
         self.verifier = verified.verifier or self.verifier
-        piece = apply(verified, self.policy, Segment(self.cited, tuple(self.results)))
+        segment = Segment(self.cited, tuple(self.results))
+        if judged is not None:
+            self.judge = judged.summary if self.judge is None else self.judge.add(judged.summary)
+        if judged is not None and judged.summary.escalated:
+            piece = settle(verified, self.policy, judged.results, judged.summary, segment)
+        else:
+            piece = apply(verified, self.policy, segment)
         self.results.extend(_shifted(piece.claims, offset))
         if piece.blocked:
             return self._block(), piece
@@ -113,4 +124,5 @@ class StreamedAnswer:
             unverified=self.unverified_seen,
             latency_ms=self.guard_ms,
             verifier=self.verifier,
+            judge=None if self.judge is None else self.judge.as_dict(),
         )

@@ -100,6 +100,9 @@ class ClaimResult:
     correction_support: float | None = None
     # request context and tenant documents disagreed on this claim's values (who won)
     conflict: str | None = None
+    # the LLM judge's word on an escalated claim (guards.judge): {verdict, quote, reason,
+    # model, ms, verifier_verdict[, cached]} or {skipped: reason, model}
+    judge: dict[str, Any] | None = None
 
 
 @dataclass
@@ -116,6 +119,7 @@ class GuardReport:
     latency_ms: float = 0.0
     verifier: str = ""
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
+    judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.JudgeSummary)
 
 
 @runtime_checkable
