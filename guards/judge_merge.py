@@ -164,6 +164,7 @@ def settle(
     with ``on_guard_error: block`` gets the refusal when the judge could not be heard."""
     report = apply(verified, policy, segment, results=results)
     report.judge = summary.as_dict()
+    report.latency_ms += summary.ms  # the judge's time is guard time (x-groundproxy-latency-ms)
     if policy.on_guard_error == "block" and failed(summary) and not report.blocked:
         report.blocked = True
         report.action = "block"

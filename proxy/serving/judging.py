@@ -285,13 +285,15 @@ async def keep_label(
     context: Sequence[tuple[str, str]],
 ) -> None:
     """``judge.labels``: a judged answer the judge settled (:func:`judged_label`) becomes a
-    label in the tenant's feedback store, for ``calibrate --fit``. A failure to store it is
-    logged, never the client's problem."""
+    label in the tenant's feedback store, for ``calibrate --fit`` (not again when every
+    verdict came from the cache). A failure to store it is logged, never the client's
+    problem."""
     if not policy.judge.labels or guard.labels is None or report.judge is None:
         return
     label = judged_label(report.claims)
-    if label is None:
-        return
+    judged = [r.judge for r in report.claims if r.judge is not None and "verdict" in r.judge]
+    if label is None or all(j.get("cached") for j in judged):
+        return  # unsettled, or every verdict came from the cache: labelled before
     claims = [
         {"text": r.claim.text, "label": "supported" if r.verdict == "supported" else "hallucinated"}
         for r in report.claims

@@ -194,6 +194,7 @@ def test_settle_honours_fail_closed_tenants(on_error: str, blocked: bool) -> Non
     report = settle(_verified(answer), policy, results, summarize(results, "m", 5.0))
     assert report.blocked is blocked and report.judge is not None
     assert report.judge["skipped"] == 1
+    assert report.latency_ms >= 5.0  # the judge's time counts as guard time
     assert (report.text == policy.actions.refusal) is blocked
     unquoted = merge(
         [_result(answer, "supported", 0.7)], [[_ev()]], {0: Outcome(skipped="unquoted")}, "m"
