@@ -111,6 +111,7 @@ class FileView:
         self.labels = [int(r["label_hallucinated"]) for r in rows]
         self.zero = [int(s["zero"]) for s in scored]
         self.unc = [answer_uncertainty(s["signals"]) for s in scored]
+        self.claim_unc = [float(c[_UNC]) for s in scored for c in s["signals"]["claims"]]
         self.claims = [min(MAX_CLAIMS, max(1, len(s["signals"]["claims"]))) for s in scored]
         self.features = [features_from_signals(s["signals"]) for s in scored]
 
@@ -311,9 +312,15 @@ def run_sim(args: argparse.Namespace) -> str:
 def run_train_cut(args: argparse.Namespace) -> str:
     vs = views(args.data / "train", args.pool, args.only, args.cached_only)
     unc = [u for v in vs for u in v.unc]
-    lines = [f"TRAIN answers: {len(unc)} (pool {args.pool} per file)"]
-    for cut in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
-        lines.append(f"uncertainty ≥ {cut}: {sum(u >= cut for u in unc) / len(unc):.0%}")
+    claims = [u for v in vs for u in v.claim_unc]
+    lines = [
+        f"TRAIN: {len(unc)} answers, {len(claims)} claims ({len(vs)} files, pool {args.pool} "
+        "per file); share at or above each ClaimResult.uncertainty cut"
+    ]
+    for cut in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9):
+        answers = sum(u >= cut for u in unc) / len(unc)
+        share = sum(u >= cut for u in claims) / len(claims)
+        lines.append(f"cut {cut}: answers {answers:.0%}, claims {share:.0%}")
     return "\n".join(lines)
 
 

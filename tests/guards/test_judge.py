@@ -56,7 +56,7 @@ RESULTS = [
     ("mode", "expected"),
     [
         ("none", []),
-        ("uncertain", [1, 2]),  # uncertainty ≥ 0.5, most uncertain first
+        ("uncertain", [1]),  # uncertainty ≥ 0.8 (the default cut), most uncertain first
         ("not_supported", [1, 3]),
         ("all", [1, 2, 3, 0]),
     ],
@@ -217,3 +217,16 @@ def test_judge_block_in_policy_is_strict() -> None:
     assert (defaults.escalate, defaults.max_claims, defaults.timeout_ms) == ("none", 8, 3000)
     assert defaults.max_calls_per_minute == 600 and defaults.labels is False
     assert defaults.model is None and defaults.api_base is None and defaults.api_key_env is None
+
+
+def test_a_sure_adapter_escalates_nothing() -> None:
+    from groundproxy.guards.adapter import Adapter
+    from groundproxy.guards.judge_merge import adapter_sure
+
+    adapter = Adapter(1, "fake", ("trust",), (0.5,), (0.1,), (-5.0,), 0.0, 0.5)
+    answer = "The warranty lasts 12 months."
+    verified = _verified(answer)
+    sure = [_result(answer, "supported", 0.2)]  # trust 0.5 → p 0.5: on the threshold
+    assert not adapter_sure(adapter, verified, sure)
+    confident = [ClaimResult(Claim(answer, (0, 29)), "supported", Probs(0.95, 0.0, 0.05), 0.1)]
+    assert adapter_sure(adapter, verified, confident)  # trust 0.95 → p ≈ 0
