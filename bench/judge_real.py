@@ -48,7 +48,8 @@ def llama_server(python: str) -> Iterator[tuple[str, str]]:
     ).stdout.strip()  # fmt: skip
     port = free_port()
     args = [python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port)]
-    args += ["--n_ctx", "8192", "--n_threads", "2", "--chat_format", "gemma", "--verbose", "False"]
+    # the GGUF's own chat template (llama-cpp-python's "gemma" format drops the system message)
+    args += ["--n_ctx", "8192", "--n_threads", "2", "--verbose", "False"]
     log = open(Path(tempfile.gettempdir()) / "bench-judge-llama.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     try:

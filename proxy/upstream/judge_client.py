@@ -58,11 +58,18 @@ def _refuses_schema(exc: GroundproxyError) -> bool:
     return "response_format" in text or "json_schema" in text
 
 
+def _json_object(json_schema: dict[str, Any]) -> dict[str, Any]:
+    """``json_object`` with the schema beside it (llama-cpp-python's server constrains its
+    output to it; servers that do not know ``schema`` ignore it)."""
+    schema = (json_schema.get("json_schema") or {}).get("schema")
+    return {"type": "json_object", **({"schema": schema} if schema else {})}
+
+
 class UpstreamJudge:
     """:class:`JudgeCaller` over an :class:`Upstream` (made on first use when not given:
     the litellm client, which the server has imported by then). An endpoint that refuses
-    ``response_format`` json_schema is asked once more with ``json_object`` (the JSON is
-    checked by guards.judge either way), and remembered."""
+    ``response_format`` json_schema is asked once more with ``json_object`` (and the schema
+    beside it; the JSON is checked by guards.judge either way), and remembered."""
 
     def __init__(self, upstream: Upstream | None = None) -> None:
         self._upstream = upstream
@@ -78,8 +85,9 @@ class UpstreamJudge:
     async def judge(self, call: JudgeCall) -> str:
         where = (call.upstream.api_base, call.model)
         plain = where in self._json_object
+        fmt = _json_object(call.response_format) if plain else call.response_format
         extra: dict[str, Any] = {
-            "response_format": {"type": "json_object"} if plain else call.response_format,
+            "response_format": fmt,
             "temperature": 0,
             "max_tokens": MAX_TOKENS_PER_CLAIM * max(1, call.claims),
         }
@@ -90,7 +98,7 @@ class UpstreamJudge:
             if plain or not _refuses_schema(exc):
                 raise
             self._json_object.add(where)
-            extra["response_format"] = {"type": "json_object"}
+            extra["response_format"] = _json_object(call.response_format)
             answer = await client.complete(call.upstream, call.model, call.messages, extra)
         choices = answer.completion.choices
         content = choices[0].content if choices else None

@@ -115,12 +115,14 @@ class _SchemaRefusingUpstream:
 
     def __init__(self) -> None:
         self.formats: list[str] = []
+        self.schemas: list[Any] = []
 
     async def complete(
         self, upstream: Any, model: str, messages: Any, extra: Any, stream: bool = False
     ) -> UpstreamAnswer:
         kind = extra["response_format"]["type"]
         self.formats.append(kind)
+        self.schemas.append(extra["response_format"].get("schema"))
         if kind != "json_object":
             raise UpstreamError(
                 "body.response_format.type: Input should be 'text' or 'json_object'"
@@ -138,3 +140,5 @@ def test_upstream_judge_falls_back_to_json_object_once_per_endpoint() -> None:
     assert _run(service, _policy()).results[0].verdict == "contradicted"
     assert _run(service, _policy()).results[0].verdict == "contradicted"
     assert up.formats == ["json_schema", "json_object", "json_object"]
+    # the schema travels beside json_object (llama-cpp-python's server constrains to it)
+    assert all(s is not None and s["required"] == ["claims"] for s in up.schemas[1:])
