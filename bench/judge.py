@@ -215,9 +215,10 @@ def learning_curve(v: FileView, refit: int, cut: float, seed: int = 0) -> list[l
 
 
 def _escalates(v: FileView, i: int, adapter: Adapter | None, cut: float) -> bool:
-    if adapter is None:
-        return v.unc[i] >= cut
-    return not adapter_decides(adapter, v.features[i])
+    """As served: the uncertainty rule picks, an adapter that decides alone takes it back."""
+    if v.unc[i] < cut:
+        return False
+    return adapter is None or not adapter_decides(adapter, v.features[i])
 
 
 def _curve_point(
@@ -316,9 +317,9 @@ def run_sim(args: argparse.Namespace) -> str:
     parts += [
         "",
         f"3. learning from the judge (judge.labels; 0.85 judge; refit every {args.refit} "
-        f"labels; escalation before an adapter: uncertainty ≥ {DEFAULT_MIN_UNCERTAINTY}, "
-        f"after: unless the adapter's cross-fitted balanced accuracy is ≥ {ADAPTER_GOOD} and "
-        f"the answer ≥ {ADAPTER_SURE} standardized units from its boundary); held-out half",
+        f"labels; escalated: uncertainty ≥ {DEFAULT_MIN_UNCERTAINTY}, unless the adapter in "
+        f"force has cross-fitted balanced accuracy ≥ {ADAPTER_GOOD} and the answer lies ≥ "
+        f"{ADAPTER_SURE} standardized units from its boundary); held-out half",
     ]
     curve = [r for v in vs for r in learning_curve(v, args.refit, DEFAULT_MIN_UNCERTAINTY)]
     parts.append(table(["file", "labels", "decision", "escalated", "alone", "with judge"], curve))
