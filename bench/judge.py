@@ -57,6 +57,7 @@ from typing import Any
 
 from bench.judge_real import run_real
 from bench.kshot import DATA, extract
+from bench.text_table import table
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import features_from_signals
@@ -245,16 +246,6 @@ def _curve_point(
         f"{escalated / len(test):.0%}", f"{balanced_accuracy(y, alone):.3f}",
         f"{balanced_accuracy(y, pred):.3f}",
     ]  # fmt: skip
-
-
-def table(head: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head))]
-
-    def line(r: list[str]) -> str:
-        cells = zip(r, widths, strict=True)
-        return "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(cells))
-
-    return "\n".join([line(head), *(line(r) for r in rows)])
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import yaml
 
+from bench.text_table import table
 from groundproxy.policies.keys import hash_key
 from groundproxy.proxy.cli.adapt import balanced_accuracy
 from groundproxy.testing.processes import free_port, start_proxy, stop_process, wait_http
@@ -157,8 +158,6 @@ def _judge(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
 
 
 def run_real(args: argparse.Namespace) -> str:
-    from bench.judge import table
-
     files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     if args.only:
         files = [p for p in files if p.stem in args.only]

@@ -5,15 +5,9 @@ rejects it). A tenant whose reviewers labelled answers (``POST /v1/groundproxy/f
 ``groundproxy calibrate --fit``) gets an :class:`Adapter`: a logistic regression over
 answer-level aggregates of what stage 1 found
 (:func:`~groundproxy.guards.adapter_features.answer_features`), fitted on that
-tenant's labels only, and a threshold on its P(hallucinated). With an adapter in force:
-
-- P(hallucinated) ≤ threshold → the answer is **accepted**: its text is returned as the
-  upstream wrote it (claims not supported are only ``annotated``; no trust floor), the
-  answer action is ``none``;
-- P(hallucinated) > threshold → the answer is **rejected**: the claims get the policy's
-  actions as usual, and when every claim was supported the weakest one (lowest
-  P(supported)) becomes ``unverifiable`` with the adapter's reason, so the policy's
-  ``actions.unverifiable`` applies to it.
+tenant's labels only, and a threshold on its P(hallucinated): above it the answer is
+rejected, else accepted. What accept and reject do to the answer is decided in
+:mod:`guards.action` (:func:`~groundproxy.guards.action.apply_adapted`, rows 4-5).
 
 The same mechanism serves a verifier's shipped, learned answer-level decision (policy
 ``verifier.decision: learned``, :attr:`Adapter.source` ``"shipped"``) for a tenant without an
@@ -25,7 +19,7 @@ threshold, decision). Pure logic: the files are read and cached in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +28,7 @@ from groundproxy.guards.adapter_features import (
     FEATURES,
     LOGPROB_FEATURES,
     TOKEN_FEATURES,
-    answer_features,
 )
-from groundproxy.guards.stages import Verified, apply, decide
-from groundproxy.guards.types import GuardReport
-from groundproxy.policies.schema import Policy
 
 
 def _floats(data: Mapping[str, Any], key: str, n: int) -> list[float]:
@@ -145,47 +135,3 @@ class Adapter:
             source=source,
             oof_balanced_accuracy=_oof(data.get("fit")),
         )
-
-
-def _accepting(policy: Policy) -> Policy:
-    """``policy`` with every claim action ``annotate`` and no trust floor."""
-    actions = policy.actions.model_copy(
-        update={"contradicted": "annotate", "unverifiable": "annotate", "block_below_trust": 0.0}
-    )
-    return policy.model_copy(update={"actions": actions})
-
-
-def apply_adapted(
-    verified: Verified,
-    policy: Policy,
-    adapter: Adapter,
-    alignment: Sequence[tuple[float, float, float]] | None = None,
-    logprobs: Sequence[tuple[float, float]] | None = None,
-) -> GuardReport:
-    """Stage 2 with the adapter's answer-level decision (module docstring); ``alignment``:
-    each claim's token alignment when :attr:`Adapter.uses_tokens`; ``logprobs``: each
-    claim's upstream logprobs (:func:`guards.logprobs.claim_logprobs`) when the answer came
-    with them."""
-    results = decide(verified, policy)
-    p = adapter.p_hallucinated(answer_features(verified, results, alignment, logprobs))
-    reject = p > adapter.threshold
-    if reject:
-        if results and all(r.verdict == "supported" for r in results):
-            weakest = min(results, key=lambda r: r.probs.supported)
-            weakest.verdict = "unverifiable"
-            weakest.explanation = (
-                f"{adapter.label} judges the answer unsupported "
-                f"(p={p:.2f} > {adapter.threshold:.2f}); this is its weakest claim"
-            )
-        report = apply(verified, policy, results=results)
-    else:
-        report = apply(verified, _accepting(policy), results=results)
-        report.action = "none"
-    report.adapter = {
-        "version": adapter.version,
-        "source": adapter.source,
-        "p_hallucinated": round(p, 4),
-        "threshold": round(adapter.threshold, 4),
-        "decision": "reject" if reject else "accept",
-    }
-    return report

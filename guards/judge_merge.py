@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from groundproxy.guards.action import Segment, apply
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import answer_features
 from groundproxy.guards.judge import Outcome, SkipReason, normalized
-from groundproxy.guards.stages import Segment, Verified, apply
+from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import ClaimResult, Evidence, GuardReport
 from groundproxy.policies.schema import Policy
 

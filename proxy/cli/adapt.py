@@ -26,6 +26,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,32 +39,21 @@ from groundproxy.guards import (
     LOGPROB_FEATURES,
     LOGPROB_SETS,
     TOKEN_FEATURES,
-    answer_signals,
     conformal_threshold,
-    decide_claims,
     features_from_signals,
     impute_missing,
-    verified_logprobs,
 )
+from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.policies.schema import Policy
-from groundproxy.proxy.serving.guarding import GuardService, build_guard
+from groundproxy.proxy.offline import signals_of
+from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage
-from groundproxy.proxy.storage.feedback import Labelled, read_labelled
+from groundproxy.proxy.storage.feedback import read_labelled
 
 MIN_ROWS = 10
 C_GRID = (0.001, 0.01, 0.1, 1.0)  # L2 strengths tried (sklearn's C: smaller = stronger)
 Matrix = npt.NDArray[np.float64]
-
-
-def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dict[str, Any], int]:
-    """(adapter signals, zero-shot prediction) of one labelled answer, by the serve path."""
-    context = [("context", c) for c in item.context]
-    verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
-    results = decide_claims(verified, policy)
-    rule = int(not results or any(r.verdict != "supported" for r in results))
-    sure = verified_logprobs(verified, item.logprobs)
-    return answer_signals(verified, results, guard.alignment(verified), sure), rule
 
 
 def _standardize(x: Matrix) -> tuple[Matrix, Matrix]:
@@ -78,14 +68,6 @@ def _model(x: Matrix, y: npt.NDArray[np.int64], c: float) -> Any:
     m = LogisticRegression(C=c, class_weight="balanced", max_iter=2000)
     m.fit(x, y)
     return m
-
-
-def balanced_accuracy(y: Sequence[int], pred: Sequence[int]) -> float:
-    pos = [p for t, p in zip(y, pred, strict=True) if t == 1]
-    neg = [p for t, p in zip(y, pred, strict=True) if t == 0]
-    if not pos or not neg:
-        return math.nan
-    return 0.5 * (sum(pos) / len(pos) + sum(1 - p for p in neg) / len(neg))
 
 
 def best_threshold(y: Sequence[int], p: Sequence[float]) -> float:
@@ -125,19 +107,26 @@ def _matrix(features: Sequence[Mapping[str, float]], names: Sequence[str]) -> Ma
     return np.asarray([[f[n] for n in names] for f in features], dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The combiners a fit chooses from: named feature sets × L2 strengths (sklearn's C)."""
+
+    feature_sets: Mapping[str, Sequence[str]] = field(default_factory=lambda: dict(FEATURE_SETS))
+    cs: Sequence[float] = C_GRID
+
+
 def choose_combiner(
     features: Sequence[Mapping[str, float]],
     y: npt.NDArray[np.int64],
     seed: int,
-    feature_sets: Mapping[str, Sequence[str]],
-    cs: Sequence[float],
+    candidates: Candidates,
 ) -> tuple[str, float, Matrix]:
     """(feature set, C, its out-of-fold P(hallucinated)) with the best out-of-fold ROC-AUC
     over the grid; on a tie the stronger regularization (smaller C), then the smaller set."""
     best: tuple[float, float, int, str, Matrix] | None = None
-    for name, names in feature_sets.items():
+    for name, names in candidates.feature_sets.items():
         x = _matrix(features, names)
-        for c in cs:
+        for c in candidates.cs:
             oof = _oof(x, y, c, seed)
             key = (round(_auc(y, oof), 6), -c, -len(names), name, oof)
             if best is None or key[:3] > best[:3]:
@@ -153,14 +142,16 @@ def fit_combiner(
     alpha: float | None = None,
     cal_fraction: float = 0.5,
     seed: int = 0,
-    feature_sets: Mapping[str, Sequence[str]] = FEATURE_SETS,
-    cs: Sequence[float] = C_GRID,
+    candidates: Candidates | None = None,
 ) -> dict[str, Any]:
     """The adapter's parameters and fit figures (no version, no verifier yet).
 
     ``features``: one :func:`~groundproxy.guards.features_from_signals` dict per answer. The
     feature set and the L2 strength are chosen by cross-fitting on these labels
-    (:func:`choose_combiner`), then the threshold (module docstring)."""
+    (:func:`choose_combiner`, among ``candidates``: default every feature set × C_GRID),
+    then the threshold (module docstring)."""
+    candidates = candidates if candidates is not None else Candidates()
+    feature_sets, cs = candidates.feature_sets, candidates.cs
     y = np.asarray(labels, dtype=np.int64)
     if len(y) < MIN_ROWS or min(int((y == 0).sum()), int((y == 1).sum())) < 2:
         raise BadRequestError(
@@ -169,7 +160,7 @@ def fit_combiner(
         )
     fit: dict[str, Any] = {"n": len(y), "n_hallucinated": int(y.sum())}
     if alpha is None:
-        set_name, c, oof = choose_combiner(features, y, seed, feature_sets, cs)
+        set_name, c, oof = choose_combiner(features, y, seed, candidates)
         x = _matrix(features, feature_sets[set_name])
         threshold = best_threshold(y.tolist(), oof.tolist())
         fit.update(
@@ -190,7 +181,7 @@ def fit_combiner(
             raise BadRequestError("the split leaves a part without both labels: label more")
         train = [features[i] for i in tr]
         if min(np.bincount(y[tr], minlength=2)) >= 2:
-            set_name, c, _ = choose_combiner(train, y[tr], seed, feature_sets, cs)
+            set_name, c, _ = choose_combiner(train, y[tr], seed, candidates)
         else:
             set_name, c = next(iter(feature_sets)), max(cs)
         x = _matrix(train, feature_sets[set_name])
@@ -231,23 +222,30 @@ def without_token_features(sets: Mapping[str, Sequence[str]]) -> dict[str, tuple
     return out
 
 
+@dataclass(frozen=True)
+class FitJob:
+    """``groundproxy calibrate --tenant T --fit``: its inputs. ``token_features`` False:
+    the feature sets without the token alignment (:func:`without_token_features`)."""
+
+    tenant: str
+    data: Path
+    policy: Policy
+    labels_file: Path | None = None
+    alpha: float | None = None
+    cal_fraction: float = 0.5
+    seed: int = 0
+    token_features: bool = True
+
+
 def fit_tenant(
-    tenant: str,
-    *,
-    data: Path,
-    policy: Policy,
-    labels_file: Path | None = None,
-    alpha: float | None = None,
-    cal_fraction: float = 0.5,
-    seed: int = 0,
-    say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-    token_features: bool = True,
+    job: FitJob,
     storage: Storage | None = None,
+    say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Fit and write the tenant's next adapter version; returns its content (+ path).
-    ``token_features`` False: the feature sets without the token alignment
-    (:func:`without_token_features`); ``storage``: where the tenant's index is, as the
-    server has it (default the files under ``data``; PostgreSQL when the server uses it)."""
+    ``storage``: where the tenant's labels and index are, as the server has them (default
+    the files under ``job.data``; PostgreSQL when the server uses it)."""
+    tenant, data, policy, labels_file = job.tenant, job.data, job.policy, job.labels_file
     store = storage if storage is not None else EmbeddedStorage(data)
     items = store.read_feedback(tenant)
     if labels_file is not None:
@@ -268,9 +266,14 @@ def fit_tenant(
         candidates.update(LOGPROB_SETS)
         features = impute_missing(features, LOGPROB_FEATURES)
         say(f"{with_logprobs} of {len(items)} answers carry the upstream's logprobs")
-    sets = candidates if token_features else without_token_features(candidates)
+    sets = candidates if job.token_features else without_token_features(candidates)
     content = fit_combiner(
-        features, labels, alpha=alpha, cal_fraction=cal_fraction, seed=seed, feature_sets=sets
+        features,
+        labels,
+        alpha=job.alpha,
+        cal_fraction=job.cal_fraction,
+        seed=job.seed,
+        candidates=Candidates(sets),
     )
     rule = [r for _, r in scored]
     content["fit"]["zero_shot_balanced_accuracy"] = round(balanced_accuracy(labels, rule), 4)
