@@ -43,6 +43,13 @@ def _floats(data: Mapping[str, Any], key: str, n: int) -> list[float]:
     return out
 
 
+def _oof(fit: Any) -> float | None:
+    found = fit.get("oof_balanced_accuracy") if isinstance(fit, Mapping) else None
+    if isinstance(found, int | float) and not isinstance(found, bool) and 0 <= found <= 1:
+        return float(found)
+    return None
+
+
 @dataclass(frozen=True)
 class Adapter:
     """A fitted combiner: standardized named features → logistic P(hallucinated)."""
@@ -58,6 +65,9 @@ class Adapter:
     # "tenant": fitted on the tenant's labels; "shipped": a verifier's learned answer-level
     # decision (models/<verifier>/answer-combiner.json, policy ``verifier.decision: learned``)
     source: str = "tenant"
+    # the fit's cross-fitted balanced accuracy on its labels (``fit.oof_balanced_accuracy``;
+    # None when the file has none): the judge gate trusts only an adapter this good
+    oof_balanced_accuracy: float | None = None
 
     @property
     def uses_tokens(self) -> bool:
@@ -123,4 +133,5 @@ class Adapter:
             intercept=intercept,
             threshold=float(threshold),
             source=source,
+            oof_balanced_accuracy=_oof(data.get("fit")),
         )

@@ -4,12 +4,13 @@ Body keys: trust (null for an answer with no claims; header ``n/a``), action, po
 claims[{text, span, verdict, probs, uncertainty,
 citations[{doc, chunk, score, quote, span, content_hash,
 index_version}], action, correction (only when set),
-explanation, conflict (only when the request and the documents disagreed)}], plus
-latency_ms, verifier and unverified; when the request's context was too large to verify
-whole within the cap or the budget (guards.request_evidence), ``context`` {passages,
-verified, capped} and a ``notes`` line, and the header ``x-groundproxy-context``. Header
-names are lower-case and their values are header-safe (no CR/LF or other control
-characters, latin-1 only).
+explanation, conflict (only when the request and the documents disagreed), judge (only
+for a claim escalated to the judge, guards.judge)}], plus latency_ms, verifier and
+unverified, and judge (the judge's figures, when the policy escalates); when the request's
+context was too large to verify whole within the cap or the budget (guards.request_evidence),
+``context`` {passages, verified, capped} and a ``notes`` line, and the header
+``x-groundproxy-context``. Header names are lower-case and their values are header-safe (no
+CR/LF or other control characters, latin-1 only).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def _claim(r: ClaimResult) -> dict[str, Any]:
     out["explanation"] = r.explanation
     if r.conflict is not None:
         out["conflict"] = r.conflict
+    if r.judge is not None:
+        out["judge"] = r.judge
     return out
 
 
@@ -77,7 +80,17 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
         c = report.context
         body["context"] = {"passages": c.passages, "verified": c.verified, "capped": True}
         body["notes"] = [context_note(report)]
+    if report.judge is not None:
+        body["judge"] = report.judge
     return body
+
+
+def judge_header(figures: dict[str, Any]) -> str:
+    """``escalated=N; overturned=M; skipped=K; ms=T`` (header ``x-groundproxy-judge``)."""
+    return (
+        f"escalated={figures.get('escalated', 0)}; overturned={figures.get('overturned', 0)}; "
+        f"skipped={figures.get('skipped', 0)}; ms={round(float(figures.get('ms', 0.0)))}"
+    )
 
 
 def context_note(report: GuardReport) -> str:
@@ -158,4 +171,6 @@ def report_headers(
         headers["x-groundproxy-context"] = (
             f"top-n={report.context.verified}; passages={report.context.passages}"
         )
+    if report.judge is not None:
+        headers["x-groundproxy-judge"] = judge_header(report.judge)
     return {k: header_safe(v) for k, v in headers.items()}

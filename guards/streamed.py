@@ -16,6 +16,7 @@ import dataclasses
 
 from groundproxy.guards.action import Segment, apply, every_claim_removed, stronger
 from groundproxy.guards.decide import rendered_trust
+from groundproxy.guards.judge_merge import Judged, JudgeSummary, settle
 from groundproxy.guards.rewrite import Cited, footnote_block
 from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, ContextStats, GuardReport
@@ -49,6 +50,7 @@ class StreamedAnswer:
         self.guard_ms = 0.0
         self.verifier = ""
         self.context: ContextStats | None = None  # the pieces' request-context costs, summed
+        self.judge: JudgeSummary | None = None  # the judge's figures over the pieces
 
     def _raise_action(self, action: AnswerAction) -> None:
         self.action = stronger(self.action, action)
@@ -66,8 +68,11 @@ class StreamedAnswer:
         self.original.append(text)
         return "" if self.blocked else text
 
-    def verified(self, verified: Verified, offset: int, guard_ms: float) -> tuple[str, GuardReport]:
-        """The text to send for a verified piece ("" once blocked), and the piece's report."""
+    def verified(
+        self, verified: Verified, offset: int, guard_ms: float, judged: Judged | None = None
+    ) -> tuple[str, GuardReport]:
+        """The text to send for a verified piece ("" once blocked), and the piece's report;
+        ``judged``: the judge's word on its escalated claims (guards.judge_merge)."""
         self.original.append(verified.answer)
         self.guard_ms += guard_ms
         self.verifier = verified.verifier or self.verifier
@@ -75,7 +80,13 @@ class StreamedAnswer:
             if self.context is None:
                 self.context = ContextStats()
             self.context.add(verified.context)
-        piece = apply(verified, self.policy, Segment(self.cited, tuple(self.results)))
+        segment = Segment(self.cited, tuple(self.results))
+        if judged is not None:
+            self.judge = judged.summary if self.judge is None else self.judge.add(judged.summary)
+        if judged is not None and judged.summary.escalated:
+            piece = settle(verified, self.policy, judged.results, judged.summary, segment)
+        else:
+            piece = apply(verified, self.policy, segment)
         self.results.extend(_shifted(piece.claims, offset))
         if piece.blocked:
             return self._block(), piece
@@ -117,4 +128,5 @@ class StreamedAnswer:
             latency_ms=self.guard_ms,
             verifier=self.verifier,
             context=self.context,
+            judge=None if self.judge is None else self.judge.as_dict(),
         )

@@ -116,6 +116,9 @@ class ClaimResult:
     correction_support: float | None = None
     # request context and tenant documents disagreed on this claim's values (who won)
     conflict: str | None = None
+    # the LLM judge's word on an escalated claim (guards.judge): {verdict, quote, reason,
+    # model, ms, verifier_verdict[, cached]} or {skipped: reason, model}
+    judge: dict[str, Any] | None = None
 
 
 @dataclass
@@ -156,6 +159,7 @@ class GuardReport:
     verifier: str = ""
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
     context: ContextStats | None = None  # what the request's context cost (None: none used)
+    judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.JudgeSummary)
 
     @property
     def reported_trust(self) -> float | None:

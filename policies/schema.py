@@ -115,6 +115,26 @@ class TracesPolicy(_Strict):
     max_nodes: int = Field(default=100_000, ge=1)
 
 
+class JudgePolicy(_Strict):
+    """Escalation of claims to an LLM judge (guards.judge; DESIGN twin, "Judge escalation").
+    ``model`` / ``api_base`` / ``api_key_env`` default to the tenant's upstream's."""
+
+    model: str | None = None  # any litellm model string
+    api_base: str | None = None
+    api_key_env: str | None = None
+    # uncertain: claims whose uncertainty ≥ min_uncertainty; not_supported: claims whose
+    # verdict is not supported; all: every claim; none: the judge is never called.
+    escalate: Literal["uncertain", "not_supported", "all", "none"] = "none"
+    max_claims: int = Field(default=8, ge=1, le=64)  # per answer, most uncertain first
+    timeout_ms: int = Field(default=3000, ge=1, le=600_000)
+    max_calls_per_minute: int = Field(default=600, ge=0)  # per tenant; past it: rate_limit
+    # escalate: uncertain — the least ClaimResult.uncertainty escalated (None: the guard's
+    # default, guards.judge.DEFAULT_MIN_UNCERTAINTY)
+    min_uncertainty: float | None = Field(default=None, ge=0.0, le=1.0)
+    # judged answers become feedback labels for the tenant's adapter (calibrate --fit)
+    labels: bool = False
+
+
 class Policy(_Strict):
     tenant: str
     keys: list[str] = Field(default_factory=list)
@@ -145,6 +165,7 @@ class Policy(_Strict):
     max_hold_ms: int = Field(default=2000, ge=1)
     guard: bool = True
     traces: TracesPolicy = Field(default_factory=TracesPolicy)
+    judge: JudgePolicy = Field(default_factory=JudgePolicy)
 
     @field_validator("tenant")
     @classmethod

@@ -237,6 +237,33 @@ class Metrics:
             ["tenant"],
             registry=r,
         )
+        self.judge_claims = Counter(
+            "groundproxy_judge_claims",
+            "claims escalated to the LLM judge, by outcome (agreed, overturned, skipped)",
+            ["tenant", "outcome"],
+            registry=r,
+        )
+        self.judge_skipped = Counter(
+            "groundproxy_judge_skipped",
+            "escalated claims the judge did not settle, by reason",
+            ["tenant", "reason"],
+            registry=r,
+        )
+        self.judge_calls = Counter(
+            "groundproxy_judge_calls", "judge calls (one per answer or piece)", ["tenant"],
+            registry=r,
+        )  # fmt: skip
+        self.judge_cached = Counter(
+            "groundproxy_judge_cache_hits", "escalated claims answered from the judge cache",
+            ["tenant"], registry=r,
+        )  # fmt: skip
+        self.judge_seconds = Histogram(
+            "groundproxy_judge_seconds",
+            "judge time per answer or piece",
+            ["tenant"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self._caches = _CacheCollector()
         r.register(self._caches)
         self._context: ContextCacheCollector | None = None
@@ -248,6 +275,20 @@ class Metrics:
             self.context_capped.labels(tenant).inc()
         for claim in report.claims:
             self.verdicts.labels(tenant, str(claim.verdict)).inc()
+
+    def observe_judge(self, tenant: str, summary: Any, called: bool, cached: int) -> None:
+        """One answer's (or piece's) judge step (``guards.judge.JudgeSummary``)."""
+        if called:
+            self.judge_calls.labels(tenant).inc()
+        if cached:
+            self.judge_cached.labels(tenant).inc(cached)
+        judged = summary.escalated - summary.skipped
+        self.judge_claims.labels(tenant, "overturned").inc(summary.overturned)
+        self.judge_claims.labels(tenant, "agreed").inc(judged - summary.overturned)
+        self.judge_claims.labels(tenant, "skipped").inc(summary.skipped)
+        for reason in summary.reasons:
+            self.judge_skipped.labels(tenant, reason).inc()
+        self.judge_seconds.labels(tenant).observe(summary.ms / 1000.0)
 
     def observe_unguarded(self, tenant: str) -> None:
         """One answer of a tenant whose guard is off (``guard: false``): its action

@@ -34,6 +34,8 @@ PLAN: list[tuple[str, str]] = [
     ("groundproxy models build --from PATH_OR_HF_ID", "a synopsis: PATH_OR_HF_ID and NAME are "
      "placeholders (tests/models/test_build_nli.py, test_build_causal.py build real ones)"),
     ("python -m bench.kshot", "a benchmark over ../shared/data (hours; says so when missing)"),
+    ("python -m bench.judge real", "a benchmark: needs a judge server you deploy and "
+     "../shared/data (bench/judge_real.py; tests/e2e/test_judge_e2e.py drives a real one)"),
     ("docker ", "needs a Docker daemon and minutes to build; the image's context is checked "
      "by tests/test_dockerignore.py and make wheel-check"),
     ("export GROUNDPROXY_DATABASE_URL", "the PostgreSQL deployment: needs a database server "

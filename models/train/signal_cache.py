@@ -27,7 +27,13 @@ _SIGNAL_FILES = (
     "proxy/serving/guard_build.py",
     "proxy/cli/evaluate.py",
 )
-_NOT_SIGNALS = ("guards/__init__.py", "guards/adapter.py", "guards/adapter_features.py")
+_NOT_SIGNALS = (
+    "guards/__init__.py",
+    "guards/adapter.py",
+    "guards/adapter_features.py",
+    "guards/judge.py",  # the judge step runs after the signals
+    "guards/judge_merge.py",
+)
 
 
 @functools.cache

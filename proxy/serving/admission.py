@@ -43,9 +43,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import anyio
+import structlog
 
+from groundproxy.policies.schema import Policy
+from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.fair import FairSlots
 
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 EWMA_ALPHA = 0.3  # weight of the newest guard time in the "recent" average
@@ -343,3 +347,42 @@ class GuardQueue:
                 raise
         finally:
             ticket.leave()
+
+
+class Held:
+    """A request's pass through the arrival hold (:meth:`GuardService.arrival`)."""
+
+    def __init__(self, reservation: Reservation | None) -> None:
+        self.reservation = reservation
+        self.detached = False
+
+    def release(self) -> None:
+        if self.reservation is not None:
+            self.reservation.release()
+
+    def detach(self) -> Callable[[], None]:
+        """Hand the place on to a stream: kept until it ends, less each segment its guards
+        took; the caller calls what this returns when the stream ends."""
+        self.detached = True
+        if self.reservation is not None:
+            self.reservation.stream = True
+        return self.release
+
+
+async def take_place(queue: GuardQueue, metrics: Metrics, policy: Policy) -> Reservation | None:
+    """A guarded request's place before its upstream call (:meth:`GuardService.arrival`):
+    ``on_overload: queue`` holds it (:meth:`GuardQueue.hold`, at most ``max_queue_ms``), the
+    others reserve without waiting (:meth:`GuardQueue.reserve`). None: the hold expired."""
+    ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
+    if policy.on_overload == "queue" and policy.max_queue_ms > 0:
+        reservation, held_s = await queue.hold(
+            policy.latency_budget_ms / 1000.0, policy.max_queue_ms / 1000.0, ttl_s, policy.tenant
+        )
+    else:  # not held, but its coming guard counts for the others (fair per tenant)
+        reservation, held_s = queue.reserve(ttl_s, policy.tenant), 0.0
+    if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
+        metrics.observe_overload(policy.tenant, "hold_expired")
+        log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
+    elif held_s > 0.0:
+        metrics.observe_overload(policy.tenant, "held")
+    return reservation

@@ -1,10 +1,7 @@
-"""Runs the guard's two stages (:mod:`guards.stages`, :mod:`guards.action`) for one answer:
-off the event loop, inside the policy's latency budget.
-
-What an answer becomes when the guard fails or overruns is decided in
-:mod:`guards.action` (``on_guard_error``, the budget); this module only catches and
-times. :func:`build_guard` is the one place a guard is wired (serve, check, eval,
-calibrate, the benchmarks).
+"""Runs the guard's two stages (:mod:`guards.stages`, :mod:`guards.action`) for one answer off
+the event loop, inside the policy's latency budget. What an answer becomes when the guard
+fails or overruns is decided in :mod:`guards.action`; this module only catches and times.
+:func:`build_guard` is the one place a guard is wired (serve, check, eval, calibrate, benches).
 """
 
 from __future__ import annotations
@@ -23,7 +20,9 @@ import structlog
 
 from groundproxy.errors import GroundproxyError, GuardTimeoutError
 from groundproxy.guards import (
+    Adapter,
     CachingVerifier,
+    Judged,
     Verified,
     admission,
     apply,
@@ -33,6 +32,7 @@ from groundproxy.guards import (
     evidence_fn,
     failure_report,
     overload_error,
+    settle,
     shed_error,
     verified_logprobs,
     verify,
@@ -41,15 +41,24 @@ from groundproxy.guards.types import Embedder, EvidenceSource, GuardReport, Veri
 from groundproxy.models.token_alignment import StoredStates, TokenEmbedder, alignments
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.metrics import Metrics
-from groundproxy.proxy.serving.admission import Reservation
+from groundproxy.proxy.serving.admission import Held, Reservation, take_place
 from groundproxy.proxy.serving.context import request_context, with_context
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
+from groundproxy.proxy.serving.judging import (
+    JudgeService,
+    LabelSink,
+    keep_label,
+    second_opinion,
+)
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
 from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
+from groundproxy.proxy.upstream.judge_client import UpstreamJudge
 from groundproxy.proxy.upstream.redact import public_error
 
 log = structlog.get_logger(__name__)
+
+__all__ = ["GuardService", "Held", "VerifyOptions", "build_guard", "off_loop"]
 
 TENANT_INDEX: Literal["tenant"] = "tenant"  # the policy's index, from the index manager
 IndexChoice = EvidenceSource | None | Literal["tenant"]
@@ -86,32 +95,20 @@ async def off_loop(
     return await anyio.to_thread.run_sync(call)
 
 
-class Held:
-    """A request's pass through the arrival hold (:meth:`GuardService.arrival`)."""
-
-    def __init__(self, reservation: Reservation | None) -> None:
-        self.reservation = reservation
-        self.detached = False
-
-    def release(self) -> None:
-        if self.reservation is not None:
-            self.reservation.release()
-
-    def detach(self) -> Callable[[], None]:
-        """Hand the place on to a stream: kept until it ends, less each segment its guards
-        took; the caller calls what this returns when the stream ends."""
-        self.detached = True
-        if self.reservation is not None:
-            self.reservation.stream = True
-        return self.release
-
-
 class GuardService:
     """Guards answers with the parts :func:`build_guard` made."""
 
-    def __init__(self, parts: GuardParts, adapters: AdapterCache | None = None) -> None:
+    def __init__(
+        self,
+        parts: GuardParts,
+        adapters: AdapterCache | None = None,
+        judge: JudgeService | None = None,
+        labels: LabelSink | None = None,
+    ) -> None:
         self.parts = parts
         self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter)
+        self.judge = judge  # the second opinion on escalated claims (proxy.serving.judging)
+        self.labels = labels  # judge.labels: judged answers become the tenant's labels
 
     def __enter__(self) -> GuardService:
         return self
@@ -217,26 +214,36 @@ class GuardService:
         verified = self.verify_sync(answer, question, context, policy, **options)
         return self.finish(verified, policy, logprobs)
 
-    def finish(
-        self,
-        verified: Verified,
-        policy: Policy,
-        logprobs: object = None,
-    ) -> GuardReport:
-        """Stage 2, with the tenant's adapter when one is in force (hot-reloaded), else —
-        policy ``verifier.decision: learned`` — the verifier's shipped answer combiner.
-        ``logprobs``: the choice's ``logprobs`` as the upstream sent them (or a label
-        carried them), read only when the adapter reads them (:func:`guards.verified_logprobs`)."""
+    def decision(self, policy: Policy, verifier: str) -> Adapter | None:
+        """The answer-level decision in force: the tenant's adapter (hot-reloaded), else —
+        policy ``verifier.decision: learned`` — the verifier's shipped answer combiner."""
         found = None
         if self.adapters is not None:
-            found = self.adapters.for_verifier(policy.tenant, verified.verifier)
+            found = self.adapters.for_verifier(policy.tenant, verifier)
         if found is None and policy.verifier.decision == "learned":
-            found = shipped_decision(verified.verifier)
+            found = shipped_decision(verifier)
+        return found
+
+    def finish(
+        self, verified: Verified, policy: Policy, logprobs: object = None,
+        judged: Judged | None = None,
+    ) -> GuardReport:  # fmt: skip
+        """Stage 2, with the answer-level decision in force (:meth:`decision`); the judge's
+        verdicts, when it judged a claim, are final (:func:`guards.judge_merge.settle`).
+        ``logprobs``: the choice's ``logprobs`` as the upstream sent them (or a label
+        carried them), read only when the adapter reads them (:func:`guards.verified_logprobs`)."""
+        if judged is not None and judged.summary.escalated:
+            return settle(verified, policy, judged.results, judged.summary)
+        found = self.decision(policy, verified.verifier)
         if found is None:
-            return apply(verified, policy)
-        alignment = self.alignment(verified) if found.uses_tokens else None
-        sure = verified_logprobs(verified, logprobs) if found.uses_logprobs else None
-        return apply_adapted(verified, policy, found, alignment, sure)
+            report = apply(verified, policy)
+        else:
+            alignment = self.alignment(verified) if found.uses_tokens else None
+            sure = verified_logprobs(verified, logprobs) if found.uses_logprobs else None
+            report = apply_adapted(verified, policy, found, alignment, sure)
+        if judged is not None:
+            report.judge = judged.summary.as_dict()
+        return report
 
     def decides_per_answer(self, policy: Policy) -> bool:
         """Is an answer-level decision in force (the tenant's adapter, or ``verifier.decision:
@@ -293,19 +300,7 @@ class GuardService:
             yield Held(None)
             return
         self.admit(policy)  # on_overload: reject → 429 here, before the upstream is called
-        ttl_s = policy.upstream.timeout_s + policy.latency_budget_ms / 1000.0
-        if policy.on_overload == "queue" and policy.max_queue_ms > 0:
-            reservation, held_s = await self.parts.queue.hold(
-                policy.latency_budget_ms / 1e3, policy.max_queue_ms / 1e3, ttl_s, policy.tenant
-            )
-        else:  # not held, but its coming guard counts for the others (proxy.serving.admission)
-            reservation, held_s = self.parts.queue.reserve(ttl_s, policy.tenant), 0.0
-        if reservation is None:  # waited max_queue_ms: go on; the guard will likely overrun
-            self.parts.metrics.observe_overload(policy.tenant, "hold_expired")
-            log.warning("guard_hold_expired", held_ms=round(held_s * 1000.0))
-        elif held_s > 0.0:
-            self.parts.metrics.observe_overload(policy.tenant, "held")
-        held = Held(reservation)
+        held = Held(await take_place(self.parts.queue, self.parts.metrics, policy))
         try:
             yield held
         finally:
@@ -367,9 +362,13 @@ class GuardService:
         checked = await self.check(answer, question, context, policy)
         if isinstance(checked, Verified):
             try:  # in a worker thread: an adapter's token alignment may run the embedder
-                report = await anyio.to_thread.run_sync(self.finish, checked, policy, logprobs)
+                judged = await second_opinion(self, checked, policy, started, logprobs)
+                call = functools.partial(self.finish, checked, policy, logprobs, judged)
+                report = await anyio.to_thread.run_sync(call)
             except GroundproxyError as err:  # an unreadable adapter: on_guard_error
                 report = failure_report(answer, policy, public_error(err))
+            else:
+                await keep_label(self, policy, report, question, context)
         else:
             report = checked
         self.observe(policy, report, time.perf_counter() - started)
@@ -386,13 +385,16 @@ def build_guard(
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
     storage: GuardStorage | None = None,
+    labels: LabelSink | None = None,
 ) -> GuardService:
     """The guard for ``settings`` (see :func:`proxy.serving.guard_build.build_parts`); indexes,
-    calibration and adapters from ``storage`` (default: the files under ``settings.data``)."""
-    storage = storage if storage is not None else EmbeddedStorage(settings.data)
-    return GuardService(
-        build_parts(
-            settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
-        ),
-        adapters=storage.adapters(),
+    calibration and adapters from ``storage`` (default: the files under ``settings.data``,
+    whose feedback then takes ``judge.labels``' labels unless ``labels`` is given)."""
+    if storage is None:
+        storage = files = EmbeddedStorage(settings.data)
+        labels = labels or files.append_feedback
+    parts = build_parts(
+        settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
     )
+    judge = JudgeService(UpstreamJudge(), parts.metrics)
+    return GuardService(parts, storage.adapters(), judge, labels=labels)

@@ -23,7 +23,7 @@ EXPOSED_HEADERS = (
     "x-request-id", "x-groundproxy-trust", "x-groundproxy-action", "x-groundproxy-claims",
     "x-groundproxy-citations", "x-groundproxy-policy", "x-groundproxy-latency-ms",
     "x-groundproxy-step-id", "x-groundproxy-stream", "x-groundproxy-trace-id", "retry-after",
-    "x-groundproxy-worker", "x-groundproxy-context",
+    "x-groundproxy-worker", "x-groundproxy-context", "x-groundproxy-judge",
 )  # fmt: skip
 NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}  # streamed responses
 

@@ -71,6 +71,7 @@ def _claims(report: GuardReport) -> list[dict[str, Any]]:
                 "explanation": r.explanation,
                 "action": r.action,
                 **({"correction": r.correction} if r.correction is not None else {}),
+                **({"judge": r.judge} if r.judge is not None else {}),
                 "citations": [
                     {
                         "doc": e.doc,

@@ -53,6 +53,7 @@ from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
+from groundproxy.proxy.serving.judging import second_opinion
 from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
 from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
@@ -99,9 +100,12 @@ class SentenceGuard:
         checked = await self.guard.check(
             seg.text, self.question, self.context, self.policy, self.reservation
         )
-        seconds = time.perf_counter() - started
         if isinstance(checked, Verified):  # metrics: once per answer (sentence_events)
-            return state.verified(checked, seg.offset, seconds * 1000.0)[0]
+            hold_s = self.policy.max_hold_ms / 1000.0  # a sentence waits this long for its judge
+            judged = await second_opinion(self.guard, checked, self.policy, started, None, hold_s)
+            ms = (time.perf_counter() - started) * 1000.0
+            return state.verified(checked, seg.offset, ms, judged)[0]
+        seconds = time.perf_counter() - started
         return state.unverified(checked, seg.offset, seconds * 1000.0)
 
 

@@ -173,7 +173,22 @@ function claimItem(c, i) {
     c.correction ? el("div", { class: "correction", text: "→ corrected to: " + c.correction }) : "",
     p,
     el("div", { class: "explanation", text: c.explanation || "" }),
+    c.judge ? judgeLine(c.judge) : "",
     c.citations.length ? cites : el("div", { class: "meta", text: "no citations" }));
+}
+
+// The LLM judge's word on an escalated claim: its verdict and quote, or why it was skipped.
+function judgeLine(j) {
+  if (j.skipped) {
+    return el("div", { class: "judge skipped", text: `judge ${j.model || ""}: skipped (${j.skipped})` });
+  }
+  const was = j.verifier_verdict && j.verifier_verdict !== j.verdict
+    ? ` — overturned the verifier's ${j.verifier_verdict}` : " — agrees with the verifier";
+  return el("div", { class: "judge" },
+    el("span", { class: "badge v-" + j.verdict, text: "judge: " + j.verdict }), " ",
+    j.quote ? el("q", { text: j.quote }) : "",
+    el("span", { class: "meta", text: `${was} · ${j.model} · ${fmtNum(j.ms, 0)} ms` +
+      (j.cached ? " · cached" : "") + (j.reason ? " · " + j.reason : "") }));
 }
 
 function focusClaim(i) {

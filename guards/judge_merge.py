@@ -1,0 +1,206 @@
+"""Merging the judge's word into the claim verdicts, and what follows from it (pure logic).
+
+:func:`merge` puts each escalated claim's outcome (:class:`guards.judge.Outcome`) into its
+:class:`ClaimResult`; :func:`summarize` counts an answer's figures (:class:`JudgeSummary`);
+:func:`settle` runs stage 2 on the judged verdicts (the judge's word is final for the
+claims it judged, so a tenant adapter's answer-level decision gives way to it) and honours
+``on_guard_error: block`` when the judge could not be heard; :func:`adapter_sure` says when
+a tenant's adapter is confident enough that nothing is escalated (``judge.labels`` feeds it:
+escalations fall as it learns); :func:`judged_label` is the label a judged answer gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from groundproxy.guards.action import Segment, apply
+from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter_features import answer_features
+from groundproxy.guards.judge import Outcome, SkipReason, normalized
+from groundproxy.guards.stages import Verified
+from groundproxy.guards.types import ClaimResult, Evidence, GuardReport
+from groundproxy.policies.schema import Policy
+
+# A tenant adapter decides an answer alone (nothing escalated) when it is as good as a
+# judge by its own cross-fit (``fit.oof_balanced_accuracy`` ≥ ADAPTER_GOOD) and the answer
+# lies at least ADAPTER_SURE from its decision boundary, in standardized feature units
+# (:func:`adapter_margin`). Both checked on TRAIN (python -m bench.judge train-sure):
+# without the quality bar no margin brings the adapter's error on the answers it is sure of
+# near a 0.85 judge's 0.15 (0.32 at margin 1, 0.27 at 3); with it, 0.094 at margin 1 (on
+# the 1 % of train answers that adapters this good were sure of: few train files give one).
+ADAPTER_GOOD = 0.85
+ADAPTER_SURE = 1.0
+# skip reasons that mean the judge could not be heard (on_guard_error: block refuses)
+FAILURES: frozenset[str] = frozenset({"timeout", "error", "bad_json", "rate_limit", "budget"})
+
+
+def _cited(item_evidence: Sequence[Evidence], quote: str) -> list[Evidence]:
+    q = normalized(quote)
+    return [e for e in item_evidence if q and q in normalized(e.text)][:1]
+
+
+def merge(
+    results: Sequence[ClaimResult],
+    evidence: Sequence[Sequence[Evidence]],
+    outcomes: Mapping[int, Outcome],
+    model: str,
+) -> list[ClaimResult]:
+    """Copies of ``results`` with each escalated claim's outcome (``outcomes`` by claim
+    index): a judged claim takes the judge's verdict (the citation is the passage holding
+    the quote; a correction survives only when the judge agrees the claim is contradicted),
+    a skipped one keeps the verifier's verdict; both carry ``judge``."""
+    out = list(results)
+    for i, o in outcomes.items():
+        r = results[i]
+        if o.verdict is None:
+            out[i] = dataclasses.replace(r, judge={"skipped": o.skipped, "model": model})
+            continue
+        v = o.verdict
+        info: dict[str, Any] = {
+            "verdict": v.verdict, "quote": v.quote, "reason": v.reason, "model": model,
+            "ms": round(o.ms, 1), "verifier_verdict": r.verdict,
+        }  # fmt: skip
+        if o.cached:
+            info["cached"] = True
+        if v.verdict == r.verdict:
+            out[i] = dataclasses.replace(r, judge=info)
+            continue
+        said = f"judge {model}: {v.verdict}" + (f' ("{v.quote}")' if v.quote else "")
+        out[i] = dataclasses.replace(
+            r,
+            verdict=v.verdict,
+            citations=_cited(evidence[i], v.quote) or r.citations,
+            correction=r.correction if v.verdict == "contradicted" else None,
+            correction_support=r.correction_support if v.verdict == "contradicted" else None,
+            explanation=f"{said}; verifier said {r.verdict}: {r.explanation}",
+            judge=info,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class JudgeSummary:
+    """One answer's judge figures (header ``x-groundproxy-judge``, body, metrics)."""
+
+    escalated: int = 0
+    overturned: int = 0
+    skipped: int = 0
+    ms: float = 0.0
+    reasons: tuple[SkipReason, ...] = ()
+    model: str = ""
+
+    def add(self, other: JudgeSummary) -> JudgeSummary:
+        return JudgeSummary(
+            self.escalated + other.escalated,
+            self.overturned + other.overturned,
+            self.skipped + other.skipped,
+            self.ms + other.ms,
+            self.reasons + other.reasons,
+            self.model or other.model,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        reasons: dict[str, int] = {}
+        for r in self.reasons:
+            reasons[r] = reasons.get(r, 0) + 1
+        return {
+            "escalated": self.escalated, "overturned": self.overturned, "skipped": self.skipped,
+            "ms": round(self.ms, 1), "model": self.model, "skipped_reasons": reasons,
+        }  # fmt: skip
+
+
+def summarize(merged: Sequence[ClaimResult], model: str, ms: float) -> JudgeSummary:
+    """The figures of one judged answer (or piece) from its merged results."""
+    judged = [r.judge for r in merged if r.judge is not None]
+    skipped = tuple(j["skipped"] for j in judged if "skipped" in j)
+    overturned = sum(1 for j in judged if "verdict" in j and j["verdict"] != j["verifier_verdict"])
+    return JudgeSummary(len(judged), overturned, len(skipped), ms, skipped, model)
+
+
+def judged_label(merged: Sequence[ClaimResult]) -> int | None:
+    """The answer's label for the tenant's adapter (``judge.labels``) from a judged answer,
+    or None when the judge did not settle it: 1 (hallucinated) when the judge found a claim
+    contradicted or unverifiable; 0 when it judged at least one claim and every claim is
+    supported (judged so, or — not escalated — by the verifier); None when nothing was
+    judged, a judge call was skipped, or a claim the judge never saw is not supported."""
+    judged = [r.judge for r in merged if r.judge is not None and "verdict" in r.judge]
+    if any(j["verdict"] != "supported" for j in judged):
+        return 1
+    if not judged or any(r.judge is not None and "skipped" in r.judge for r in merged):
+        return None
+    return 0 if all(r.verdict == "supported" for r in merged) else None
+
+
+@dataclass
+class Judged:
+    """The judge step's result for one answer or piece: the merged verdicts, the figures."""
+
+    results: list[ClaimResult]
+    summary: JudgeSummary
+
+
+def adapter_sure(
+    adapter: Adapter,
+    verified: Verified,
+    results: Sequence[ClaimResult],
+    alignment: Sequence[tuple[float, float, float]] | None = None,
+    logprobs: Sequence[tuple[float, float]] | None = None,
+) -> bool:
+    """Is ``adapter`` good enough (cross-fitted balanced accuracy ≥ :data:`ADAPTER_GOOD`)
+    and the answer at least :data:`ADAPTER_SURE` from its decision boundary
+    (:func:`adapter_margin`)? (Then the adapter decides alone and no claim is escalated.)"""
+    return adapter_decides(adapter, answer_features(verified, results, alignment, logprobs))
+
+
+def adapter_decides(adapter: Adapter, features: Mapping[str, float]) -> bool:
+    """:func:`adapter_sure` on the answer's features (:func:`answer_features`)."""
+    good = (adapter.oof_balanced_accuracy or 0.0) >= ADAPTER_GOOD
+    return good and adapter_margin(adapter, features) >= ADAPTER_SURE
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-12), 1.0 - 1e-12)
+    return math.log(p / (1.0 - p))
+
+
+def adapter_margin(adapter: Adapter, features: Mapping[str, float]) -> float:
+    """The answer's distance from the adapter's decision boundary in standardized feature
+    units: ``|logit(p) − logit(threshold)| / ‖coef‖``. Unlike the distance in probability,
+    it does not shrink with the fit's L2 strength (``calibrate --fit`` may pick a strong one,
+    whose probabilities all sit near 0.5 however separable the labels); 0 for an adapter
+    without weights (never sure)."""
+    norm = math.sqrt(sum(c * c for c in adapter.coef))
+    if norm == 0.0:
+        return 0.0
+    gap = _logit(adapter.p_hallucinated(features)) - _logit(adapter.threshold)
+    return abs(gap) / norm
+
+
+def failed(summary: JudgeSummary) -> bool:
+    """Did a judge call that mattered fail (timeout, error, bad JSON, rate limit, budget)?"""
+    return any(r in FAILURES for r in summary.reasons)
+
+
+def settle(
+    verified: Verified,
+    policy: Policy,
+    results: list[ClaimResult],
+    summary: JudgeSummary,
+    segment: Segment | None = None,
+) -> GuardReport:
+    """Stage 2 on the judged verdicts; the report carries the judge's figures. A tenant
+    with ``on_guard_error: block`` gets the refusal when the judge could not be heard."""
+    report = apply(verified, policy, segment, results=results)
+    report.judge = summary.as_dict()
+    report.latency_ms += summary.ms  # the judge's time is guard time (x-groundproxy-latency-ms)
+    if policy.on_guard_error == "block" and failed(summary) and not report.blocked:
+        report.blocked = True
+        report.action = "block"
+        report.text = policy.actions.refusal
+        for r in report.claims:
+            r.action = "blocked"
+    return report
