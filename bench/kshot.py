@@ -20,8 +20,10 @@ Then per seed and k: k rows are the tenant's labels, the test rows are the other
 ``--test``), and balanced accuracy is reported on the same test rows for zero-shot,
 ``adapted-v1`` (the adapter as first shipped: 17 features, C = 1), ``adapted`` (what
 ``calibrate --fit`` writes now: :func:`groundproxy.proxy.cli.adapt.fit_combiner`, feature set
-and L2 strength chosen by cross-fitting on the k labels, cross-fitted balanced threshold)
-and lexical (mean ± sd over seeds).
+and L2 strength chosen by cross-fitting on the k labels, cross-fitted balanced threshold —
+or, when the whole fit's cross-fitted estimate does not beat the zero-shot decision on the
+k labels, the zero-shot decision itself: "kept" counts those seeds) and lexical (mean ± sd
+over seeds). ``--split train`` runs the same on ``../shared/data/train`` (to choose on).
 
     python -m bench.kshot --extract-only --pool 400          # fill the cache (slow)
     python -m bench.kshot --cached-only --pool 400 --out bench/results/kshot.txt
@@ -45,7 +47,7 @@ from typing import Any
 
 from bench.accuracy import lexical_scores
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter import read_adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner, signals_of
@@ -69,7 +71,14 @@ _SIGNAL_FILES = (
     "proxy/serving/guard_build.py",
     "proxy/cli/evaluate.py",
 )
-_NOT_SIGNALS = ("guards/__init__.py", "guards/adapter.py", "guards/adapter_features.py")
+# guards/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals record
+# the entropy, not that rank, so it does not change them either
+_NOT_SIGNALS = (
+    "guards/__init__.py",
+    "guards/adapter.py",
+    "guards/adapter_features.py",
+    "guards/uncertainty.py",
+)
 
 
 @functools.cache
@@ -167,6 +176,8 @@ def run_file(
     learned = [int(shipped.p_hallucinated(f) > shipped.threshold) for f in feats]
     lexp = [int(p < 0.5) for p in lex]
     out: dict[str, Any] = {"file": path.stem, "pool": len(rows), "ms_per_row": 1000 * per_row_s}
+    kept: dict[str, int] = {}  # per k: seeds whose fit kept the zero-shot decision
+    out["kept_zero_shot"] = kept
     for k in ks:
         if len(rows) - k < 50:  # too few test rows left
             continue
@@ -179,13 +190,21 @@ def run_file(
             for name, options in VARIANTS.items():
                 try:
                     fit = fit_combiner(
-                        [feats[i] for i in tr], [labels[i] for i in tr], seed=seed, **options
+                        [feats[i] for i in tr],
+                        [labels[i] for i in tr],
+                        seed=seed,
+                        zero=[zero[i] for i in tr] if name == "adapted" else None,
+                        **options,
                     )
                 except BadRequestError as exc:  # too few of one label in k rows
                     print(f"  {path.stem} k={k} seed={seed}: {exc}", file=sys.stderr)
                     continue
-                ad = Adapter.from_dict({**fit, "version": 1, "verifier": "x"})
-                pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
+                ad = read_adapter({**fit, "version": 1, "verifier": "x"})
+                if ad is None:  # the fit kept the zero-shot decision
+                    kept[f"k{k}"] = kept.get(f"k{k}", 0) + 1
+                    pred = [zero[i] for i in te]
+                else:
+                    pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
                 res[name].append(balanced_accuracy(y_te, pred))
             res["zero"].append(balanced_accuracy(y_te, [zero[i] for i in te]))
             res["learned"].append(balanced_accuracy(y_te, [learned[i] for i in te]))
@@ -199,7 +218,7 @@ def run_file(
 def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
     lines = [header, ""]
     heads = "".join(f"{'zero-shot' if c == 'zero' else c:>15}" for c in COLUMNS)
-    lines.append(f"{'file':24} {'k':>4}{heads}  n_seeds")
+    lines.append(f"{'file':24} {'k':>4}{heads}  n_seeds (zero-shot kept)")
     for r in results:
         for k in ks:
             cell = r.get(f"k{k}", {})
@@ -211,7 +230,8 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
                 return f"{m:.3f} ± {sd:.3f}"
 
             cols = "".join(f"{f(c):>15}" for c in COLUMNS)
-            lines.append(f"{r['file']:24} {k:>4}{cols}  {cell['adapted'][2]}")
+            kept = r.get("kept_zero_shot", {}).get(f"k{k}", 0)
+            lines.append(f"{r['file']:24} {k:>4}{cols}  {cell['adapted'][2]} (kept {kept})")
     for k in ks:
         cells = [r[f"k{k}"] for r in results if "adapted" in r.get(f"k{k}", {})]
         if cells:
@@ -229,6 +249,13 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument(
+        "--split",
+        choices=("eval", "train"),
+        default="eval",
+        help="train: the same on ../shared/data/train (to choose on; rows the verifier was "
+        "trained on included)",
+    )
     ap.add_argument("--ks", default="50,100,200")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--test", type=int, default=200)
@@ -243,7 +270,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
-    files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    files = sorted((args.data / args.split).glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    cache_dir = CACHE / ("kshot" if args.split == "eval" else "kshot-train")
     if args.only:
         files = sorted(
             (p for p in files if p.stem in args.only), key=lambda p: args.only.index(p.stem)
@@ -252,7 +280,8 @@ def main() -> None:
     header = (
         f"k-shot adaptation, balanced accuracy on held-out rows (mean ± sd over {args.seeds} "
         f"seeds; pool {args.pool}, test ≤ {args.test} rows; verifier 'default', context mode; "
-        f"python -m bench.kshot --ks {args.ks} --seeds {args.seeds} --test {args.test})"
+        f"python -m bench.kshot --split {args.split} --ks {args.ks} --seeds {args.seeds} "
+        f"--test {args.test})"
     )
     with contextlib.ExitStack() as stack:
         guards: list[GuardService] = []
@@ -264,7 +293,9 @@ def main() -> None:
 
         for path in files:
             print(f"{path.name} …", file=sys.stderr, flush=True)
-            rows, scored, secs = extract(path, args.pool, None if args.cached_only else guard)
+            rows, scored, secs = extract(
+                path, args.pool, None if args.cached_only else guard, cache_dir
+            )
             if args.extract_only:
                 continue
             results.append(run_file(path, rows, scored, secs, ks, args.seeds, args.test))

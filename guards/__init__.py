@@ -17,7 +17,7 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
   may read), conformal maths, the trace walk.
 """
 
-from groundproxy.guards.adapter import Adapter, apply_adapted
+from groundproxy.guards.adapter import Adapter, apply_adapted, read_adapter
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
     FEATURES,
@@ -100,6 +100,7 @@ __all__ = [
     "overload_error",
     "parse_json_answer",
     "parse_logprobs",
+    "read_adapter",
     "report_body",
     "report_headers",
     "resolve_threshold",

@@ -9,7 +9,10 @@ tenant's labels only, and a threshold on its P(hallucinated). With an adapter in
 
 - P(hallucinated) ≤ threshold → the answer is **accepted**: its text is returned as the
   upstream wrote it (claims not supported are only ``annotated``; no trust floor), the
-  answer action is ``none``;
+  answer action is ``none`` — except for a claim a value rule contradicted (a wrong or
+  denied number, date or name: :mod:`guards.rules`): it keeps the policy's action (its
+  correction, flag or removal), so an adapter only moves the decision for claims without
+  a rule verdict and never switches a rule's correction off;
 - P(hallucinated) > threshold → the answer is **rejected**: the claims get the policy's
   actions as usual, and when every claim was supported the weakest one (lowest
   P(supported)) becomes ``unverifiable`` with the adapter's reason, so the policy's
@@ -36,8 +39,9 @@ from groundproxy.guards.adapter_features import (
     TOKEN_FEATURES,
     answer_features,
 )
+from groundproxy.guards.decide import verdict_action
 from groundproxy.guards.stages import Verified, apply, decide
-from groundproxy.guards.types import GuardReport
+from groundproxy.guards.types import ActionName, ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy
 
 
@@ -136,12 +140,33 @@ class Adapter:
         )
 
 
+def read_adapter(data: Mapping[str, Any]) -> Adapter | None:
+    """A stored adapter record: a combiner (:class:`Adapter`, validated), or a zero-shot
+    record (``"decision": "zero_shot"``: the tenant's latest fit did not beat the zero-shot
+    decision on its labels, so none is in force — None)."""
+    if data.get("decision") == "zero_shot":
+        version = data.get("version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise PolicyError("adapter: 'version' must be a positive integer")
+        return None
+    return Adapter.from_dict(data)
+
+
 def _accepting(policy: Policy) -> Policy:
     """``policy`` with every claim action ``annotate`` and no trust floor."""
     actions = policy.actions.model_copy(
         update={"contradicted": "annotate", "unverifiable": "annotate", "block_below_trust": 0.0}
     )
     return policy.model_copy(update={"actions": actions})
+
+
+def _ruled(verified: Verified, results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The claims a value rule contradicted (a wrong or denied value, a correction)."""
+    return [
+        r
+        for s, r in zip(verified.claims, results, strict=True)
+        if r.verdict == "contradicted" and (s.rule.mismatches or r.correction)
+    ]
 
 
 def apply_adapted(
@@ -168,8 +193,18 @@ def apply_adapted(
             )
         report = apply(verified, policy, results=results)
     else:
-        report = apply(verified, _accepting(policy), results=results)
-        report.action = "none"
+        # accepted: the verifier's doubts are annotated only, but a value rule's verdict
+        # stands — an adapter never switches a correction off
+        ruled = {id(r) for r in _ruled(verified, results)}
+
+        def act(r: ClaimResult) -> ActionName | None:
+            if id(r) in ruled:
+                return verdict_action(r.verdict, policy)
+            return None if r.verdict == "supported" else "annotate"
+
+        report = apply(verified, _accepting(policy), results=results, act=act)
+        if not ruled:
+            report.action = "none"
     report.adapter = {
         "version": adapter.version,
         "source": adapter.source,

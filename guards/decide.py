@@ -35,7 +35,7 @@ blocked 30% of the correct answers; bench/rewrite.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from groundproxy.guards.rules import RuleResult
 from groundproxy.guards.types import CONTRADICTION_MIN as CONTRADICTION_MIN  # re-export
@@ -152,6 +152,11 @@ def decide_claim(
         return ClaimResult(
             claim, "unverifiable", none, none.uncertainty(), explanation="no evidence found"
         )
+    # a passage that only denies, quotes, asks or instructs the claim supports nothing
+    probs = [
+        cap_support(p, MISMATCH_CAP, "unverifiable") if i in rule.hollow else p
+        for i, p in enumerate(probs)
+    ]
     i_sup = max(range(len(probs)), key=lambda i: probs[i].supported)
     i_con = max(range(len(probs)), key=lambda i: probs[i].contradicted)
     sup, con = probs[i_sup], probs[i_con]
@@ -230,9 +235,15 @@ def verdict_action(verdict: Verdict, policy: Policy) -> ActionName | None:
     return None
 
 
-def answer_action(results: Sequence[ClaimResult], policy: Policy) -> AnswerAction:
-    """The answer-level action before the trust floor (see the module docstring)."""
-    used = {verdict_action(r.verdict, policy) for r in results} - {None}
+ActFn = Callable[[ClaimResult], ActionName | None]
+
+
+def answer_action(
+    results: Sequence[ClaimResult], policy: Policy, act: ActFn | None = None
+) -> AnswerAction:
+    """The answer-level action before the trust floor (see the module docstring);
+    ``act``: each claim's action when not the policy's for its verdict (guards.adapter)."""
+    used = {act(r) if act else verdict_action(r.verdict, policy) for r in results} - {None}
     order: tuple[AnswerAction, ...] = ("block", "rewrite", "flag", "annotate")
     for name in order:
         if name in used:

@@ -138,3 +138,23 @@ NEGATION_BOUNDS = frozenset(
     _words("""more less fewer later earlier longer shorter sooner over under above below
     exceeding beyond before after until till only just merely""")
 )
+
+# Predicates that call a statement false ("Rumours that … are false", "… is a myth").
+FALSITY = frozenset(
+    _words("""false untrue incorrect wrong myth myths inaccurate unfounded baseless mistaken
+    misleading fake bogus debunked hoax misconception misinformation nonsense rumour rumor""")
+)
+COPULAS = frozenset(_words("is are was were be been being 's 're remains remain seems seem"))
+MODALS = frozenset(_words("should must shall may might can could would will ought need"))
+# Speech verbs that put a value in someone's mouth ("tell them that …", "answer: …"); the
+# second set are also nouns ("the answer", "a claim"): they need "that", ":" or a quote after.
+SPEECH_VERBS = frozenset(_words("say tell assure inform insist pretend respond mention"))
+SPEECH_VERBS_MARKED = frozenset(_words("answer reply claim promise state write confirm repeat"))
+# Words that may stand before an imperative in its clause ("When asked, always say …").
+IMPERATIVE_LEADS = frozenset(_words("please always just simply also now instead do"))
+# Words a question opens with ("Does it …?", "How long …?").
+INTERROGATIVES = frozenset(
+    _words("""is are was were am do does did can could will would shall should may might must
+    has have had how what when where who whom whose which why whether isn't aren't doesn't
+    don't didn't can't won't""")
+)

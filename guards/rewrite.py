@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundproxy.guards.decide import ref, verdict_action
+from groundproxy.guards.decide import ActFn, ref, verdict_action
 from groundproxy.guards.types import AnswerAction, ClaimResult, Evidence
 from groundproxy.policies.schema import Policy
 
@@ -169,6 +169,7 @@ def render(
     *,
     cited: Cited | None = None,
     segment: bool = False,
+    act: ActFn | None = None,
 ) -> Rendered:
     """Apply ``action`` and the per-claim policy actions; sets each ``ClaimResult.action``.
 
@@ -176,6 +177,7 @@ def render(
     numbers continue in the caller's ``cited`` map, no "Sources:" block is appended (the
     stream appends it once, at the end), and a piece whose claims are all removed is
     removed rather than turned into a block (the rest of the answer may still stand).
+    ``act``: a claim's action when not the policy's for its verdict (guards.adapter).
     """
     if action == "block":
         for r in results:
@@ -198,22 +200,22 @@ def render(
     for r in sorted(results, key=lambda r: r.claim.span):
         start, end = r.claim.span
         at = _word_end(answer, start, end)
-        act = verdict_action(r.verdict, policy)
-        if act is None:
+        todo = act(r) if act else verdict_action(r.verdict, policy)
+        if todo is None:
             r.action = "kept"
             edits.append(_Edit(at, at, marker(r)))
-        elif act == "rewrite" and r.verdict == "contradicted" and r.correction:
+        elif todo == "rewrite" and r.verdict == "contradicted" and r.correction:
             r.action = "corrected"
             fixed = r.correction
             cut = _word_end(fixed, 0, len(fixed))
             edits.append(_Edit(start, end, fixed[:cut] + marker(r) + fixed[cut:]))
-        elif act == "rewrite":
+        elif todo == "rewrite":
             r.action = "removed"
             edit, cap = _removal(answer, start, end)
             removals.append(edit)
             if cap is not None:
                 capitalize.add(cap)
-        elif act == "flag":
+        elif todo == "flag":
             r.action = "flagged"
             edits.append(_Edit(at, at, policy.actions.flag_marker))
         else:

@@ -22,6 +22,7 @@ from groundproxy.guards.claims import decompose
 from groundproxy.guards.conflicts import resolve
 from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
+    ActFn,
     answer_action,
     below_floor,
     contradiction_bar,
@@ -43,6 +44,7 @@ from groundproxy.guards.types import (
     Probs,
     Verifier,
 )
+from groundproxy.guards.uncertainty import ErrorRanker, error_ranker, rank_errors
 from groundproxy.policies.schema import Policy
 
 EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
@@ -77,6 +79,8 @@ class Verified:
     latency_ms: float = 0.0
     tail: str = ""  # past policy.max_answer_chars: not verified, returned marked (apply)
     question: str | None = None  # the user's question the claims were verified with
+    # the verifier's ranker of its own errors (ClaimResult.uncertainty; guards.uncertainty)
+    ranker: ErrorRanker | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -156,6 +160,7 @@ def verify(
         latency_ms=(time.perf_counter() - started) * 1000.0,
         question=question,
         tail=tail,
+        ranker=error_ranker(verifier),
     )
 
 
@@ -205,7 +210,9 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
         if s.conflict is not None:
             r.conflict = s.conflict
             r.explanation = f"{r.explanation}; {s.conflict}"
-    return harmonize([s.rule for s in verified.claims], results)
+    results = harmonize([s.rule for s in verified.claims], results)
+    rank_errors(verified.claims, results, tau, verified.ranker)
+    return results
 
 
 def apply(
@@ -214,6 +221,7 @@ def apply(
     segment: Segment | None = None,
     *,
     results: list[ClaimResult] | None = None,
+    act: ActFn | None = None,
 ) -> GuardReport:
     """Stage 2: verdicts, answer action, the returned text, trust and the trust floor.
 
@@ -224,16 +232,18 @@ def apply(
     """
     started = time.perf_counter()
     results = decide(verified, policy) if results is None else results  # given: guards.adapter
-    action = answer_action(results, policy)
+    action = answer_action(results, policy, act)
     answer = verified.answer
     if segment is None:
-        rendered = render(answer, results, policy, action)
+        rendered = render(answer, results, policy, action, act=act)
         if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
             rendered = render(answer, results, policy, "block")
     elif action == "block":
         rendered = render(answer, results, policy, "block")
     else:
-        rendered = render(answer, results, policy, action, cited=segment.cited, segment=True)
+        rendered = render(
+            answer, results, policy, action, cited=segment.cited, segment=True, act=act
+        )
         so_far = [*segment.prior, *results]
         if below_floor(so_far, policy, rendered_trust(so_far)):
             rendered.blocked = True

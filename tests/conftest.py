@@ -34,6 +34,16 @@ KEYS = {
     "sentblock": "sk-sentblock-test-key",
 }
 ADMIN_KEYS = {"acme": "sk-acme-admin-key", "globex": "sk-globex-admin-key"}
+# a tenant adapter (embedhead) that accepts every answer: P(hallucinated) = sigmoid(-5)
+ACCEPT_ALL: dict[str, Any] = {
+    "features": ["trust"],
+    "mean": [0.5],
+    "scale": [1.0],
+    "coef": [0.0],
+    "intercept": -5.0,
+    "threshold": 0.5,
+    "verifier": "embedhead",
+}
 
 UPSTREAM_SCRIPT: dict[str, Any] = {
     "default": "I do not know.",
