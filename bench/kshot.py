@@ -13,8 +13,9 @@ fits below re-run in seconds; the fingerprint covers the code that produces the 
 and the model files, not the aggregation / fitting code.
 
 ``learned`` is the zero-shot learned answer-level decision (policy ``verifier.decision:
-learned``: the combiner shipped in ``models/embedhead/answer-combiner.json``, fitted on
-``../shared/data/train`` only by ``models/train/answer_combiner.py``) on the same test rows.
+learned``: the default verifier's combiner shipped in ``models/<verifier>/answer-combiner.json``,
+fitted on ``../shared/data/train`` only by ``models/train/answer_combiner.py``) on the same
+test rows ("–" when it ships none).
 
 Then per seed and k: k rows are the tenant's labels, the test rows are the others (at most
 ``--test``), and balanced accuracy is reported on the same test rows for zero-shot,
@@ -50,11 +51,12 @@ from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import read_adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner, signals_of
 from groundproxy.proxy.cli.evaluate import eval_policy
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.adapters import shipped_decision
+from groundproxy.proxy.storage.adapters import SHIPPED, shipped_decision
 from groundproxy.proxy.storage.feedback import parse_labelled
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,8 +102,9 @@ def fingerprint() -> str:
             and not rel.startswith("models/train/")
         ):
             h.update(rel.encode() + b"\0" + p.read_bytes())
-    for p in sorted((ROOT / "models").rglob("*.onnx")) + sorted(
-        (ROOT / "models").rglob("meta.json")
+    models = ROOT / "models"
+    for p in sorted(models.rglob("*.onnx")) + sorted(
+        [*models.rglob("meta.json"), *models.rglob("build.json")]
     ):
         h.update(f"{p.relative_to(ROOT).as_posix()}:{p.stat().st_size}".encode())
     return h.hexdigest()[:12]
@@ -172,8 +175,9 @@ def run_file(
     labels = [int(r["label_hallucinated"]) for r in rows]
     feats = [features_from_signals(s["signals"]) for s in scored]
     zero = [int(s["zero"]) for s in scored]
-    shipped = shipped_decision("embedhead")  # zero-shot, learned on ../shared/data/train
-    learned = [int(shipped.p_hallucinated(f) > shipped.threshold) for f in feats]
+    # zero-shot, learned on ../shared/data/train: the default verifier's shipped combiner
+    shipped = shipped_decision(DEFAULT_VERIFIER) if DEFAULT_VERIFIER in SHIPPED else None
+    learned = [int(shipped.p_hallucinated(f) > shipped.threshold) if shipped else 0 for f in feats]
     lexp = [int(p < 0.5) for p in lex]
     out: dict[str, Any] = {"file": path.stem, "pool": len(rows), "ms_per_row": 1000 * per_row_s}
     kept: dict[str, int] = {}  # per k: seeds whose fit kept the zero-shot decision
@@ -207,7 +211,8 @@ def run_file(
                     pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
                 res[name].append(balanced_accuracy(y_te, pred))
             res["zero"].append(balanced_accuracy(y_te, [zero[i] for i in te]))
-            res["learned"].append(balanced_accuracy(y_te, [learned[i] for i in te]))
+            if shipped is not None:
+                res["learned"].append(balanced_accuracy(y_te, [learned[i] for i in te]))
             res["lexical"].append(balanced_accuracy(y_te, [lexp[i] for i in te]))
         out[f"k{k}"] = {
             name: (statistics.mean(v), statistics.pstdev(v), len(v)) for name, v in res.items() if v
@@ -226,6 +231,8 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
                 continue
 
             def f(name: str, c: dict[str, Any] = cell) -> str:
+                if name not in c:
+                    return "–"
                 m, sd, _ = c[name]
                 return f"{m:.3f} ± {sd:.3f}"
 
@@ -235,7 +242,12 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
     for k in ks:
         cells = [r[f"k{k}"] for r in results if "adapted" in r.get(f"k{k}", {})]
         if cells:
-            means = "".join(f"{statistics.mean(c[n][0] for c in cells):>15.3f}" for n in COLUMNS)
+            means = "".join(
+                f"{statistics.mean(c[n][0] for c in cells):>15.3f}"
+                if all(n in c for c in cells)
+                else f"{'–':>15}"
+                for n in COLUMNS
+            )
             passed = sum(c["adapted"][0] >= 0.72 for c in cells)
             lines.append(f"{'MEAN':24} {k:>4}{means}  (adapted ≥ 0.72 on {passed}/{len(cells)})")
     lines.append("")

@@ -4,9 +4,12 @@
 ``embedhead``       a head on frozen all-MiniLM-L6-v2 embeddings, ONNX int8
                     (models.embedhead_verifier; trained by models/train)
 ``embedhead-fp32``  the same head, fp32 ONNX
-``default``         the shipped default verifier: ``embedhead`` (it beats ``lexical`` on the
-                    eval files, verifier level, and changes no more right answers under
-                    rewrite; figures in models/embedhead/MODEL_CARD.md)
+``crossencoder``    all-MiniLM-L6-v2 fine-tuned as a three-label cross-encoder on every train
+                    row (GPU), ONNX int8, shipped in ``models/crossencoder/`` and run as a
+                    built verifier (models.built_verifier)
+``default``         the shipped default verifier: ``crossencoder`` (through the served path
+                    it beats ``embedhead`` on every train file's held-out rows; figures in
+                    models/crossencoder/MODEL_CARD.md)
 ``<name>``          a model built by ``groundproxy models build`` into the models folder
                     (models.built_verifier; int8 ONNX; ``<name>@fp32`` for its fp32 twin)
 
@@ -34,6 +37,15 @@ def _lexical() -> Verifier:
     return LexicalVerifier()
 
 
+SHIPPED_MODELS = Path(__file__).resolve().parent
+
+
+def _crossencoder() -> Verifier:
+    from groundproxy.models.built_verifier import BuiltVerifier
+
+    return BuiltVerifier(SHIPPED_MODELS / "crossencoder", "int8")
+
+
 def _embedhead(embedder: Embedder) -> Verifier:
     from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 
@@ -46,13 +58,17 @@ def _embedhead_fp32(embedder: Embedder) -> Verifier:
     return EmbedHeadVerifier("fp32", embedder=embedder)
 
 
-_FACTORIES: dict[str, Callable[[], Verifier]] = {"lexical": _lexical}
+_FACTORIES: dict[str, Callable[[], Verifier]] = {
+    "lexical": _lexical,
+    "crossencoder": _crossencoder,
+}
 # verifiers that embed: built with the registry's embedder (VerifierRegistry._head_embedder)
 _EMBEDDING_FACTORIES: dict[str, Callable[[Embedder], Verifier]] = {
     "embedhead": _embedhead,
     "embedhead-fp32": _embedhead_fp32,
 }
-_ALIASES: dict[str, str] = {"default": "embedhead"}
+DEFAULT_VERIFIER = "crossencoder"
+_ALIASES: dict[str, str] = {"default": DEFAULT_VERIFIER}
 BUILTIN_NAMES = frozenset([*_FACTORIES, *_EMBEDDING_FACTORIES, *_ALIASES])
 FP32_SUFFIX = "@fp32"
 

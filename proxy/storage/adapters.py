@@ -31,7 +31,10 @@ from groundproxy.retrieval.names import validate_tenant
 CURRENT = "adapter.json"
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 # The verifiers that ship a learned answer-level decision, and where (under models/).
-SHIPPED: dict[str, str] = {"embedhead": "embedhead/answer-combiner.json"}
+SHIPPED: dict[str, str] = {
+    "embedhead": "embedhead/answer-combiner.json",
+    "crossencoder": "crossencoder/answer-combiner.json",
+}
 _VERSIONED = re.compile(r"^adapter-v(\d+)\.json$")
 
 
