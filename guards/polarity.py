@@ -8,13 +8,18 @@ value's sentence and says one of:
   own clause, unless the negation only bounds it ("no more than 10", "not before 9 am",
   "not only 5"; :data:`guards.lexicon.NEGATION_BOUNDS`); or its sentence calls what it says
   false ("Rumours that … 48 months are false", "It is not true that …", "Myth: …";
-  :data:`guards.lexicon.FALSITY` after a copula, or as a leading label);
+  :data:`guards.lexicon.FALSITY` after a copula, or as a leading label), takes it back
+  ("…, but this is wrong": the falsity's subject an anaphor), disowns it ("We deny that …",
+  "It was wrongly reported that …", "it is not the case that …";
+  :data:`guards.lexicon.DISOWNING`), or the next sentence rules it false ("Verdict: false");
 - ``mentioned`` — it is quoted (a statement of :data:`QUOTED_WORDS` words or more in "…",
   “…”; a quoted name is not a mention), asked ("Does it last 48 months?": its
   segment of a sentence ending in "?" opens with :data:`guards.lexicon.INTERROGATIVES`), or said on
   instruction ("tell them that …", "agents should say …", "answer that …": a speech verb
-  in the imperative or after a modal, :data:`guards.lexicon.SPEECH_VERBS`): the passage
-  neither asserts nor denies it;
+  in the imperative or after a modal, :data:`guards.lexicon.SPEECH_VERBS`), or supposed
+  ("If … 48 months, …", "… ask whether …", "Imagine that …": its clause opens with a
+  conditional or holds a supposition word); single quotes count as quotes ('…' opened after
+  a space, closed before one — not an apostrophe): the passage neither asserts nor denies it;
 - ``asserted`` — otherwise.
 
 The rules (:mod:`guards.rules`) count a value as stated by the evidence only where the
@@ -30,15 +35,21 @@ from collections.abc import Sequence
 from typing import Literal
 
 from groundproxy.guards.lexicon import (
+    ANAPHORS,
+    CONDITIONAL_LEADS,
+    CONDITIONALS,
     COPULAS,
+    DISOWNING,
     FALSITY,
     IMPERATIVE_LEADS,
     INTERROGATIVES,
     MODALS,
     NEGATION_BOUNDS,
     NEGATIONS,
+    RULING_LABELS,
     SPEECH_VERBS,
     SPEECH_VERBS_MARKED,
+    SUPPOSITIONS,
 )
 
 Stance = Literal["asserted", "denied", "mentioned"]
@@ -61,6 +72,10 @@ _ANY_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|[,:;]")
 # after a speech verb that is also a noun: "that", a colon or a quote within a few words
 _MARKED = re.compile(r"""(?:\s+[A-Za-z'’]+){0,3}?\s*(?:that\b|["“«„])""")
 _NEW_CLAUSE = frozenset(("and", "or", "then"))
+_NOT_THE_CASE = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?the\s+case\s+that\b", re.I)
+_RULING = re.compile(r"\s*([A-Za-z]+)\s*:\s*([A-Za-z]+)")
+_SINGLE_OPEN = re.compile(r"(?<![^\s(\[:])['‘](?=\w)")
+_SINGLE_CLOSE = re.compile(r"(?<=\S)['’](?=[\s.,;:!?)\]]|$)")
 
 
 def _is_negation(word: str) -> bool:
@@ -89,11 +104,11 @@ def denied(text: str, start: int) -> bool:
 
 def has_negation(words: Sequence[str]) -> bool:
     """Does a negation stand among ``words`` that is not a bound ("no more than 10", "not
-    before 9 am", "not only 5")?"""
+    before 9 am", "not only 5") nor a denial denied ("We do not deny that …")?"""
     for i, w in enumerate(words):
         if _is_negation(w):
             after = words[i + 1].lower() if i + 1 < len(words) else ""
-            if after not in NEGATION_BOUNDS:
+            if after not in NEGATION_BOUNDS and after not in DISOWNING:
                 return True
     return False
 
@@ -112,9 +127,21 @@ def _quoted(text: str, begin: int, start: int) -> bool:
         elif open_at is not None and ch == close:
             open_at = None
     if open_at is None:
-        return False
+        return _single_quoted(text, para, start)
     end = text.find(close, start)
     inside = text[open_at + 1 : end if end >= 0 else len(text)]
+    return len(_WORD.findall(inside)) >= QUOTED_WORDS
+
+
+def _single_quoted(text: str, para: int, start: int) -> bool:
+    """The same for '…' / ‘…’: an opening quote after a space (or a bracket, a colon) and
+    before a word, not closed before ``start`` (a closing quote follows a non-space and
+    precedes a space or a punctuation mark — "don't" and "robot's" are neither)."""
+    opens = [m.end() for m in _SINGLE_OPEN.finditer(text, para, start)]
+    if not opens or _SINGLE_CLOSE.search(text, opens[-1], start):
+        return False
+    close = _SINGLE_CLOSE.search(text, start)
+    inside = text[opens[-1] : close.start() if close else len(text)]
     return len(_WORD.findall(inside)) >= QUOTED_WORDS
 
 
@@ -147,6 +174,9 @@ def _falsified(text: str, begin: int, start: int) -> bool:
     label = _LABEL.match(text, begin)
     if label and label.end() <= start and set(_words(label.group(1), 0, 99)) & FALSITY:
         return True
+    ruled = end_match is not None and _ruled_false(text, end_match.end())
+    if ruled or _disowned(text, begin, start):
+        return True
     words = [
         (m.group().lower().replace("’", "'"), m.start()) for m in _WORD.finditer(text, begin, end)
     ]
@@ -163,8 +193,54 @@ def _falsified(text: str, begin: int, start: int) -> bool:
         between = text[start:at] if at > start else text[at:start]
         if at > start and not _NEW_STATEMENT.search(between):
             return True
+        if at > start and _subject(words, i) in ANAPHORS:  # "…, but this is wrong"
+            return True
         that = re.search(r"\bthat\b", between)
         if at < start and that and not _NEW_STATEMENT.search(between, that.end()):
+            return True
+    return False
+
+
+def _subject(words: Sequence[tuple[str, int]], i: int) -> str:
+    """The word before the copula that leads to ``words[i]`` ("this" in "this is not true")."""
+    for j in range(i - 1, max(-1, i - 4), -1):
+        if words[j][0] in COPULAS:
+            return words[j - 1][0] if j > 0 else ""
+    return ""
+
+
+def _disowned(text: str, begin: int, start: int) -> bool:
+    """Before the value in its sentence: a disowning verb or adverb not itself negated ("We
+    deny that …", "It was wrongly reported that …"; not "We do not deny that …") or "it is
+    not the case that", then "that" and no new statement up to the value."""
+    heads = [m.start() for m in _NOT_THE_CASE.finditer(text, begin, start)]
+    for m in _WORD.finditer(text, begin, start):
+        if m.group().lower() in DISOWNING:
+            lead = _words(text, begin, m.start())[-3:]
+            if not any(_is_negation(v) for v in lead):
+                heads.append(m.start())
+    for at in heads:
+        that = re.search(r"\bthat\b", text[at:start])
+        if that and not _NEW_STATEMENT.search(text[at:start], that.end()):
+            return True
+    return False
+
+
+def _ruled_false(text: str, after: int) -> bool:
+    """Does the sentence from ``after`` open with a ruling label that says false ("Verdict:
+    false")?"""
+    m = _RULING.match(text, after)
+    return m is not None and m.group(1).lower() in RULING_LABELS and m.group(2).lower() in FALSITY
+
+
+def _supposed(text: str, begin: int, start: int) -> bool:
+    """Is the value in a clause that supposes or asks ("If … 48 months, …", "Customers ask
+    whether …", "Imagine that …")? A conditional counts only at the head of its clause."""
+    words = _words(text, _clause_start(text, begin, start), start)
+    for i, w in enumerate(words):
+        if w in SUPPOSITIONS:
+            return True
+        if w in CONDITIONALS and all(v in CONDITIONAL_LEADS for v in words[:i]):
             return True
     return False
 
@@ -196,6 +272,11 @@ def stance(text: str, start: int, *, negation: bool = True) -> Stance:
     begin = _sentence_start(text, start)
     if _falsified(text, begin, start) or (negation and denied(text, start)):
         return "denied"
-    if _quoted(text, begin, start) or _asked(text, start) or _instructed(text, begin, start):
+    if (
+        _quoted(text, begin, start)
+        or _asked(text, start)
+        or _instructed(text, begin, start)
+        or _supposed(text, begin, start)
+    ):
         return "mentioned"
     return "asserted"

@@ -146,6 +146,24 @@ def _stated(
     return False, denial
 
 
+def _match_slot(
+    claim: str, q: Quantity, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
+) -> int:
+    """How surely an evidence clause that asserts q's value speaks of q's item and attribute
+    (the best :func:`guards.slots.same_slot` over them; -1: none asserts it)."""
+    claim_spans = [c.display_span for c in _quantities(claim)]
+    best = -1
+    for text, qs in zip(evidence, evidence_qs, strict=True):
+        spans = [e.display_span for e in qs]
+        for e in qs:
+            if _same(q, e) and stance(text, e.span[0]) == "asserted":
+                slot = same_slot(claim, q.display_span, claim_spans, text, e.display_span, spans)
+                best = max(best, slot)
+                if best == 2:
+                    return best
+    return best
+
+
 def _comparable(q: Quantity, e: Quantity) -> bool:
     key = q.unit_key()
     if not key or key != e.unit_key():
@@ -194,7 +212,9 @@ def _find_mismatch(
     evidence: Sequence[str],
     evidence_qs: Sequence[Sequence[Quantity]],
     about: Sequence[bool],
-) -> tuple[int, Quantity] | None:
+) -> tuple[int, Quantity, int] | None:
+    """(evidence index, its value, how surely it fills the claim value's slot) of the value
+    that should replace q, or None."""
     near = _near_words(claim, q)
     if not near:
         return None
@@ -222,7 +242,7 @@ def _find_mismatch(
             if overlap and (best is None or key > best[0]):
                 best = (key, e)
         if best is not None:
-            return idx, best[1]
+            return idx, best[1], best[0][0]
     return None
 
 
@@ -256,13 +276,21 @@ def check_claim(
     for q in _quantities(claim):
         negated = denied(claim, q.span[0])
         stated, denial = _stated(q, negated, evidence, evidence_qs)
-        if stated or _stated(q, negated, extra, extra_qs)[0]:
+        found = None
+        if stated and not negated and _match_slot(claim, q, evidence, evidence_qs) < 2:
+            # the value stands only in clauses not surely about its item and attribute ("24
+            # months" of the mower for the robot's warranty): a value surely of its slot wins
+            found = _find_mismatch(claim, q, evidence, evidence_qs, about)
+            if found is None or found[2] < 2:
+                continue
+        elif stated or _stated(q, negated, extra, extra_qs)[0]:
             continue
-        found = _find_mismatch(claim, q, evidence, evidence_qs, about)
+        else:
+            found = _find_mismatch(claim, q, evidence, evidence_qs, about)
         if negated and found is not None:
             continue  # "not 24 months" where the same slot holds 12 months: consistent
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
-            mismatch_at, e = found
+            mismatch_at, e, _ = found
             mismatches.append((q.display, e.display))
             swaps.append(_replacement(q, e))
             pairs.append((q, e))

@@ -14,8 +14,10 @@ evidence lacks and the evidence one the claim lacks ("repairs" / "return unused 
 "lawn mower" / "vacuum robot") — means another item or attribute: no correction (the claim
 is then flagged, not rewritten). A synonym counts as a substitution too ("lasts" /
 "runs"): when unsure, flag. A claim word replaced in the clause but standing elsewhere
-in the passage is taken for an anaphor ("The magazine was started in 1989" after "First
-for Women is a woman's magazine"), ranked after a clause with no substitution. Scripts
+in the passage, in a sentence that also holds the evidence's word, is taken for an anaphor
+("The magazine was started in 1989" after "First for Women is a woman's magazine"), ranked
+after a clause with no substitution; elsewhere but never beside it ("The battery warranty
+is not 48 months. The robot warranty is 12 months." for the battery) it is another item. Scripts
 written without spaces (Japanese, Chinese, Thai) have no words to align: there only the
 rules' other checks apply.
 """
@@ -109,15 +111,29 @@ def same_slot(
     a = _tokens(claim, _clause(claim, claim_value), claim_values)
     b = _tokens(evidence, _clause(evidence, evidence_value), evidence_values)
     only_a, only_b = set(a) - set(b), set(b) - set(a)
-    passage = set(_tokens(evidence, (0, len(evidence)), evidence_values))
+    sentences = _sentences(evidence, evidence_values)
+    passage = set().union(*sentences)
     sure = 2
     matcher = SequenceMatcher(None, a, b, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op != "replace" or not set(b[j1:j2]) & only_b:
+        replacing = set(b[j1:j2]) & only_b
+        if op != "replace" or not replacing:
             continue
         replaced = set(a[i1:i2]) & only_a
         if replaced - passage:
             return 0
+        if replaced and not any(s & replaced and s & replacing for s in sentences):
+            return 0  # "battery" elsewhere, never with "robot": another item, not an anaphor
         if replaced:
             sure = 1
     return sure
+
+
+def _sentences(text: str, values: Sequence[tuple[int, int]]) -> list[set[str]]:
+    """Each sentence's content words (as :func:`_tokens` reads them)."""
+    out, start = [], 0
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = m.end() if m else len(text)
+        out.append(set(_tokens(text, (start, end), values)))
+        start = end
+    return out

@@ -67,3 +67,30 @@ def test_a_denied_value_is_never_a_correction(verdict_guard: GuardService) -> No
     (claim,) = report.claims
     assert claim.correction is None and claim.verdict != "supported"
     assert "48 months" not in report.text
+
+
+def test_a_value_of_another_item_does_not_support_the_claim(verdict_guard: GuardService) -> None:
+    # before: "24 months" (the mower's) supported the robot's warranty; "30 days" (returns)
+    # supported the shipping time — the value stood in the passage, in another slot
+    robot = guarded(
+        verdict_guard, "two-items", "The Acme vacuum robot has a warranty of 24 months."
+    )
+    (claim,) = robot.claims
+    assert claim.verdict == "contradicted"
+    assert claim.correction == "The Acme vacuum robot has a warranty of 12 months."
+    mower = guarded(verdict_guard, "two-items", "The Acme lawn mower has a warranty of 24 months.")
+    assert mower.claims[0].verdict == "supported" and mower.action == "none"
+    shipping = guarded(verdict_guard, "shipping", "Shipping takes 30 days.")
+    assert shipping.claims[0].correction == "Shipping takes 5 days."
+    assert guarded(verdict_guard, "shipping", "Shipping takes 5 days.").action == "none"
+
+
+def test_a_correction_never_comes_from_another_item_named_elsewhere(
+    verdict_guard: GuardService,
+) -> None:
+    # before: "10 years" for the battery was corrected to the robot's 12 months ("battery"
+    # stands in the passage, so "robot" was read as an anaphor for it)
+    report = guarded(verdict_guard, "battery-robot", "The battery warranty is 10 years.")
+    (claim,) = report.claims
+    assert claim.correction is None and claim.verdict != "supported"
+    assert report.text.startswith("The battery warranty is 10 years")
