@@ -27,7 +27,7 @@ file, the row's context as request evidence, default policy), read from its cach
 ``python -m bench.kshot --extract-only`` first (the figures are those of the cached code
 fingerprint, printed in the header).
 
-    python -m bench.uncertainty [--pool 400] [--split eval] [--ranker FILE]
+    python -m bench.uncertainty [--pool 400] [--split eval] [--ranker FILE] [--verifier NAME]
         [--out bench/results/uncertainty.txt]
 """
 
@@ -137,12 +137,12 @@ def table(results: dict[str, dict[str, Any]], names: list[str], header: str) -> 
     return "\n".join(lines) + "\n"
 
 
-def rankers(candidate: Path | None) -> dict[str, Ranker]:
-    """The served uncertainty (the default verifier's ranker, else the entropy), the entropy,
-    and the candidate ranker file if any."""
+def rankers(verifier_name: str, candidate: Path | None) -> dict[str, Ranker]:
+    """The served uncertainty (the verifier's ranker, else the entropy), the entropy, and the
+    candidate ranker file if any (read with the verifier's threshold)."""
     from groundproxy.models.registry import VerifierRegistry
 
-    verifier = VerifierRegistry().get("default")
+    verifier = VerifierRegistry().get(verifier_name)
     tau = float(getattr(verifier, "threshold", 0.6))
     served = error_ranker(verifier)
     out: dict[str, Ranker] = {"served": (served, tau) if served else None, "entropy": None}
@@ -158,9 +158,15 @@ def main() -> None:
     ap.add_argument("--split", choices=("eval", "train"), default="eval")
     ap.add_argument("--pool", type=int, default=400)
     ap.add_argument("--ranker", type=Path, default=None, help="a candidate uncertainty.json")
+    ap.add_argument(
+        "--verifier",
+        default="default",
+        help="the verifier the cached signals are of (its ranker and threshold; the cache "
+        "holds the default's unless the fingerprint is pinned to another run's)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    named = rankers(args.ranker)
+    named = rankers(args.verifier, args.ranker)
     cache = CACHE / ("kshot" if args.split == "eval" else "kshot-train")
     results: dict[str, dict[str, Any]] = {}
     for path in sorted((args.data / args.split).glob("*.jsonl")):
@@ -170,7 +176,7 @@ def main() -> None:
     header = (
         f"uncertainty for the verifier's own errors (ROC-AUC; goal ≥ {GOAL} on every file); "
         f"bench.kshot pools of ≤ {args.pool} seeded rows of {args.split}, context mode, "
-        f"default policy, signals of code fingerprint {fingerprint()}"
+        f"default policy, verifier {args.verifier}, signals of code fingerprint {fingerprint()}"
     )
     text = table(results, list(named), header)
     print(text)

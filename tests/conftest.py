@@ -34,7 +34,7 @@ KEYS = {
     "sentblock": "sk-sentblock-test-key",
 }
 ADMIN_KEYS = {"acme": "sk-acme-admin-key", "globex": "sk-globex-admin-key"}
-# a tenant adapter (default verifier) that accepts every answer: P(hallucinated) = sigmoid(-5)
+# a tenant adapter (embedhead) that accepts every answer: P(hallucinated) = sigmoid(-5)
 ACCEPT_ALL: dict[str, Any] = {
     "features": ["trust"],
     "mean": [0.5],
@@ -42,7 +42,7 @@ ACCEPT_ALL: dict[str, Any] = {
     "coef": [0.0],
     "intercept": -5.0,
     "threshold": 0.5,
-    "verifier": "crossencoder",
+    "verifier": "embedhead",
 }
 
 UPSTREAM_SCRIPT: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """The shipped cross-encoder through the real server: a ``groundproxy serve`` process, the
 real int8 ONNX file from models/crossencoder/ (sha256 checked at load), the request's own
-context as evidence. ``default`` serves it; a policy naming ``embedhead`` still gets that one.
+context as evidence. A policy naming ``crossencoder`` gets it; the default stays ``embedhead``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ QUESTION = "How long is the warranty?"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Iterator[Any]:
     specs = {t: _policy(t, upstream_port) for t in ("acme", "globex")}
-    specs["globex"]["verifier"] = {"model": "embedhead"}
+    specs["acme"]["verifier"] = {"model": "crossencoder"}
     with serving(tmp_path_factory.mktemp("crossencoder"), specs) as found:
         yield found[0]
 
@@ -38,14 +38,14 @@ def _check(c: httpx.Client, tenant: str, answer: str) -> dict[str, Any]:
     return out
 
 
-def test_the_default_policy_serves_the_cross_encoder(server: str) -> None:
+def test_a_policy_naming_the_cross_encoder_is_served_by_it(server: str) -> None:
     with httpx.Client(base_url=server, timeout=120) as c:
         right = _check(c, "acme", "The warranty lasts 12 months from the date of purchase.")
         wrong = _check(c, "acme", "The warranty lasts 48 months from the date of purchase.")
         other = _check(c, "acme", "The robot was designed by a team in Paris.")
-        opt_in = _check(c, "globex", "The warranty lasts 12 months from the date of purchase.")
+        default = _check(c, "globex", "The warranty lasts 12 months from the date of purchase.")
     assert right["groundproxy"]["verifier"] == "crossencoder"
-    assert opt_in["groundproxy"]["verifier"] == "embedhead"
+    assert default["groundproxy"]["verifier"] == "embedhead"
     (claim,) = right["groundproxy"]["claims"]
     assert claim["verdict"] == "supported" and claim["probs"]["supported"] > 0.9
     assert right["action"] == "none"

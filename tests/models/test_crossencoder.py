@@ -1,5 +1,5 @@
-"""The shipped default verifier: the GPU-trained cross-encoder, int8 ONNX from models/
-(real model file, real onnxruntime session; nothing is downloaded)."""
+"""The shipped opt-in verifier ``crossencoder``: the GPU-trained cross-encoder, int8 ONNX
+from models/ (real model file, real onnxruntime session; nothing is downloaded)."""
 
 from __future__ import annotations
 
@@ -20,18 +20,18 @@ CE_DIR = SHIPPED_MODELS / "crossencoder"
 EVIDENCE = "The warranty of the Acme robot lasts 12 months from the date of purchase."
 
 
-def test_the_default_verifier_is_the_shipped_cross_encoder(monkeypatch: Any) -> None:
+def test_the_shipped_cross_encoder_loads_by_name(monkeypatch: Any) -> None:
     def no_network(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("loading the shipped verifier opened a connection")
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     registry = VerifierRegistry()
-    default = registry.get("default")
-    assert isinstance(default, BuiltVerifier) and default.name == DEFAULT_VERIFIER
-    assert default.name == "crossencoder" and default.variant == "int8"
+    ce = registry.get("crossencoder")
+    assert isinstance(ce, BuiltVerifier) and ce.variant == "int8"
+    assert ce.name == "crossencoder" != DEFAULT_VERIFIER == "embedhead"  # opt-in
     build = load_build(CE_DIR)
     # threshold and contradiction bar fitted on held-out TRAIN data, read through wrappers
-    wrapped = CachingVerifier(default, VerdictCache(), "t")
+    wrapped = CachingVerifier(ce, VerdictCache(), "t")
     assert model_threshold(wrapped) == build["threshold"] == 0.1
     assert contradiction_bar(wrapped) == build["contradiction_min"] >= 0.99
     figures = build["validation"]["contradiction"]["at_bar"]
@@ -62,3 +62,15 @@ def test_a_replaced_model_file_is_refused(tmp_path: Any) -> None:
         BuiltVerifier(folder, "int8")
     build = json.loads((CE_DIR / "build.json").read_text(encoding="utf-8"))
     assert set(build["files"]) == {"int8"}  # the fp32 file is not shipped
+
+
+def test_the_cross_encoder_ships_its_own_learned_decision() -> None:
+    from groundproxy.proxy.storage.adapters import shipped_decision
+
+    combiner = shipped_decision("crossencoder")
+    content = json.loads((CE_DIR / "answer-combiner.json").read_text(encoding="utf-8"))
+    assert content["verifier"] == "crossencoder" and content["source"] == "shipped"
+    assert combiner.threshold == content["threshold"]
+    # fitted on TRAIN only, leave-one-train-file-out figures kept beside it
+    assert content["fit"]["mean_balanced_accuracy"] > 0.7
+    assert all(not name.startswith("eval") for name in content["fit"]["leave_one_file_out"])

@@ -124,12 +124,12 @@ def test_sentence_splitter() -> None:
     ]
 
 
-def test_embedhead_is_the_shipped_int8_head() -> None:
+def test_the_default_verifier_is_the_shipped_int8_head() -> None:
     registry = VerifierRegistry()
-    default = registry.get("embedhead")
+    default = registry.get("default")
     assert isinstance(default, EmbedHeadVerifier)
     assert default.name == "embedhead" and default.variant == "int8"
-    assert "embedhead" in registry.loaded()
+    assert "default" in registry.loaded()
     # its contradiction bar was fitted on train data and is what the guard applies
     from groundproxy.guards.decide import contradiction_bar
 
@@ -200,7 +200,7 @@ def test_the_contradiction_bar_survives_the_proxy_wrappers() -> None:
     from groundproxy.guards.decide import contradiction_bar
     from groundproxy.models.batching import BatchingVerifier
 
-    default = VerifierRegistry().get("embedhead")
+    default = VerifierRegistry().get("default")
     bar = load_meta(MODEL_DIR)["contradiction_min"]
     batched = BatchingVerifier(default)
     try:

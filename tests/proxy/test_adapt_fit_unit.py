@@ -64,7 +64,7 @@ def test_label_warnings() -> None:
 def test_a_zero_shot_record_withdraws_the_adapter_in_force(tmp_path: Path) -> None:
     write_adapter(tmp_path, "acme", ACCEPT_ALL)
     cache = AdapterCache(tmp_path)
-    assert cache.for_verifier("acme", "crossencoder") is not None
+    assert cache.for_verifier("acme", "embedhead") is not None
     write_adapter(tmp_path, "acme", {"object": "groundproxy.adapter", "decision": "zero_shot"})
     assert cache.get("acme") is None and cache.for_verifier("acme", "other") is None
     stored = json.loads((tmp_path / "acme" / "adapter-v2.json").read_text(encoding="utf-8"))

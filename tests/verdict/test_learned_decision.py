@@ -23,8 +23,7 @@ from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 from groundproxy.retrieval.token_states import TokenStates
 from tests.verdict.conftest import HANDBOOK, guarded
 
-# embedhead's shipped combiner (the default verifier, crossencoder, is tested in
-# tests/models/test_crossencoder.py)
+# embedhead's shipped combiner (crossencoder's is tested in tests/models/test_crossencoder.py)
 LEARNED = {"model": "embedhead", "decision": "learned"}
 RIGHT = "The warranty lasts 12 months from the date of purchase."
 WRONG = "The warranty lasts 48 months from the date of purchase."

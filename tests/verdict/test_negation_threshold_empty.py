@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 from groundproxy.guards.decide import model_threshold
-from groundproxy.models.built_verifier import load_build
-from groundproxy.models.registry import SHIPPED_MODELS
+from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
 from groundproxy.proxy.cli.evaluate import evaluate, sample_rows
 from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
@@ -33,9 +32,8 @@ def test_a_denial_alone_contradicts_without_a_correction(verdict_guard: GuardSer
 
 
 def test_default_threshold_is_the_verifiers_fitted_one(verdict_guard: GuardService) -> None:
-    # case 6: the verifier's fitted threshold (embedhead's meta.json, a built verifier's
-    # build.json) is the one in force unless the policy sets a number
-    fitted = float(load_build(CE_DIR)["threshold"])
+    # case 6: meta.json's threshold is the one in force unless the policy sets a number
+    fitted = float(load_meta(MODEL_DIR)["threshold"])
     verifier = verdict_guard.verifier("default")
     assert model_threshold(verifier) == fitted
     verified = verdict_guard.verify_sync(
@@ -83,7 +81,6 @@ def test_an_answer_without_claims_is_not_hallucinated_anywhere(
     assert result["balanced_accuracy"] == 1.0
 
 
-CE_DIR = SHIPPED_MODELS / "crossencoder"
 HANDBOOK_TEXT = "The warranty lasts 12 months from the date of purchase."
 
 
