@@ -21,7 +21,18 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-install: $(VENV)/.installed
+# The package as every tool sees it: setuptools maps groundproxy.X to the folder X/ (one import
+# root, fixed top-level folders), which only the import system's editable finder follows.
+# .gp-root/groundproxy (committed: a link to this folder) is that package as a plain
+# directory, and a .pth file puts .gp-root on the venv's path — so mypy, IDEs and tools that
+# read imports (import-linter, pydeps …) find groundproxy.* where the code is, nothing by hand.
+# A worktree that sets PYTHONPATH=<its>/.gp-root still comes first.
+GP_PTH := $(VENV)/.gp-root.pth-installed
+$(GP_PTH): $(VENV)/.installed .gp-root/groundproxy
+	echo "$(CURDIR)/.gp-root" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/groundproxy-checkout.pth"
+	touch $@
+
+install: $(VENV)/.installed $(GP_PTH)
 
 # The LiteLLM proxy the integration test runs against: its own venv, pinned (never imported by
 # groundproxy; the test starts its `litellm` binary). Takes a few minutes the first time.
@@ -42,12 +53,11 @@ lint: install
 	$(VENV)/bin/ruff format --check $(SRC)
 	$(VENV)/bin/hadolint Dockerfile
 
-# mypy cannot follow setuptools' package-dir mapping (groundproxy.X -> X/): it reads the
-# installed module names through .gp-root/groundproxy, a link to this folder.
+# Committed; made again only for a checkout that did not create links (core.symlinks=false).
 .gp-root/groundproxy:
 	mkdir -p .gp-root && ln -sfn .. .gp-root/groundproxy
 
-typecheck: install .gp-root/groundproxy
+typecheck: install
 	$(VENV)/bin/mypy
 
 # The verdict inspector's browser test (tests/e2e/test_inspector_browser.py) drives Debian's

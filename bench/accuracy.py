@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench.needs_data import require
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,29 +51,10 @@ from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.types import Pair
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.features import split_sentences
+from groundproxy.models.scoring import sample_rows, verifier_metrics
 from groundproxy.retrieval.embedder import load_embedder
 
 BATCH_ROWS = 32
-
-
-def metrics(labels: list[int], p_sup: np.ndarray, threshold: float) -> dict[str, float]:
-    from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score
-
-    y = np.array(labels)
-    pred = (p_sup < threshold).astype(int)
-    auc = float(roc_auc_score(y, 1.0 - p_sup)) if len(set(labels)) > 1 else math.nan
-    return {
-        "balanced_accuracy": round(float(balanced_accuracy_score(y, pred)), 4),
-        "f1_hallucinated": round(float(f1_score(y, pred, pos_label=1, zero_division=0)), 4),
-        "roc_auc": round(auc, 4),
-    }
-
-
-def read_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
-    if limit is not None and len(rows) > limit:
-        rows = random.Random(f"bench:{path.name}").sample(rows, limit)
-    return rows
 
 
 def row_pairs(batch: list[dict[str, Any]], claims: str) -> tuple[list[Pair], list[int]]:
@@ -162,6 +143,7 @@ def main() -> None:
         "--plots", type=Path, default=Path(__file__).resolve().parent / "results" / "accuracy"
     )
     args = ap.parse_args()
+    require(args.data)
     extra: dict[str, Any] = {}
     if args.verifiers:
         from groundproxy.models.registry import VerifierRegistry
@@ -182,7 +164,7 @@ def main() -> None:
     if args.only:
         files = [p for p in files if p.stem in args.only]
     for path in files:
-        rows = read_rows(path, args.limit)
+        rows = sample_rows(path, args.limit)
         labels = [int(r["label_hallucinated"]) for r in rows]
         print(f"{path.name}: {len(rows)} rows …", file=sys.stderr, flush=True)
         p32, p8, s32, s8 = embedhead_scores(rows, v32, v8, claims)
@@ -197,7 +179,7 @@ def main() -> None:
             runs.append((name, pe, se, float(getattr(verifier, "threshold", 0.5))))
         for name, p, secs, thr in runs:
             scores.setdefault(path.stem, {})[name] = (labels, p)
-            m = metrics(labels, p, thr)
+            m = verifier_metrics(labels, p, thr)
             table.append(
                 {
                     "verifier": name,

@@ -24,6 +24,7 @@ import anyio
 import numpy as np
 import structlog
 
+from bench.needs_data import SHARED, require
 from groundproxy.guards import entities, rules
 from groundproxy.guards.cache import VerdictCache
 from groundproxy.policies.schema import local_policy
@@ -31,12 +32,10 @@ from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
 
 def rows(n: int) -> list[tuple[str, str, str]]:
     out = []
-    for line in (SHARED / "eval" / "halueval-qa.jsonl").open(encoding="utf-8"):
+    for line in (require(SHARED) / "eval" / "halueval-qa.jsonl").open(encoding="utf-8"):
         r = json.loads(line)
         out.append((str(r["response"]), str(r.get("query") or ""), str(r["context"])))
         if len(out) >= n:
@@ -116,6 +115,7 @@ def main() -> None:
     p.add_argument("--verifiers", default="default,embedhead")
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
+    require(SHARED)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     from groundproxy.retrieval.embedder import load_embedder
 

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.needs_data import require
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from groundproxy.guards.types import VERDICTS, Pair
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--file", default="halueval-qa.jsonl")
     args = ap.parse_args()
+    require(args.data)
     folder = (args.models_dir or models_dir_for()) / args.name
     rows = []
     with (args.data / "eval" / args.file).open(encoding="utf-8") as fh:

@@ -38,6 +38,7 @@ from sklearn.metrics import roc_auc_score
 
 from bench.accuracy import lexical_scores
 from bench.kshot import DATA, extract, fingerprint
+from bench.needs_data import require
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS
 from groundproxy.guards.lexical import LexicalVerifier
 
@@ -160,6 +161,7 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=400)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    require(args.data)
     results: dict[str, dict[str, Any]] = {}
     combiner = claim_combiner()
     for path in sorted((args.data / "eval").glob("*.jsonl")):

@@ -17,13 +17,12 @@ import argparse
 import json
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 
+from bench.needs_data import SHARED, require
 from groundproxy.guards.types import Embedder
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 _SENT_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -88,6 +87,7 @@ def main() -> None:
     )
     p.add_argument("--skip-speed", action="store_true")
     args = p.parse_args()
+    require(SHARED)
     from groundproxy.retrieval.embedder import load_embedder
 
     names = args.backends.split(",")

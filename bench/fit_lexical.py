@@ -26,6 +26,8 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
+from bench.needs_data import require
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from groundproxy.guards.context import sentence_windows
@@ -70,6 +72,7 @@ def main() -> None:
     ap.add_argument("--max-per-file", type=int, default=None)
     ap.add_argument("--mode", choices=["chunks", "pair"], default="chunks")
     args = ap.parse_args()
+    require(args.data)
 
     rows = load_rows(args.data / "train", args.max_per_file)
     t0 = time.perf_counter()

@@ -35,10 +35,11 @@ import httpx
 import yaml
 
 from bench.answers import distinct_answers, upstream_script
+from bench.needs_data import SHARED, require
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "eval"
+EVAL = SHARED / "eval"
 QUESTION = "Tell me about Arthur's Magazine and First for Women."
 ANSWER = (
     "Arthur's Magazine was an American literary periodical. It was published in Philadelphia. "
@@ -48,9 +49,10 @@ ANSWER = (
 
 
 def _docs(n: int) -> list[tuple[str, str]]:
+    require(EVAL)
     seen: dict[str, str] = {}
     for name in ("halueval-qa.jsonl", "halueval-dialogue.jsonl", "wice-oracle.jsonl"):
-        for line in (SHARED / name).read_text(encoding="utf-8").splitlines():
+        for line in (EVAL / name).read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             seen.setdefault(row["context"], row["id"])
             if len(seen) >= n:

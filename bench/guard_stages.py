@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.answers import distinct_answers
 from bench.guard_latency import _docs, _pct
 from groundproxy.guards.claims import decompose
-from groundproxy.guards.pipeline import gather_evidence, run_guard
+from groundproxy.guards.pipeline import Backends, gather_evidence, run_guard
 from groundproxy.guards.types import Pair, Probs
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.features import clip_claim, evidence_candidates
@@ -81,8 +81,13 @@ def main() -> None:
     for i, a in enumerate(answers):
         forget()
         marks = [(time.perf_counter(), time.process_time())]
-        run_guard(a.text, question=a.question, context_messages=[], policy=policy,
-                  verifier=verifier, embedder=embedder, index=index)  # fmt: skip
+        run_guard(
+            a.text,
+            question=a.question,
+            context_messages=[],
+            policy=policy,
+            backends=Backends(verifier, embedder, index),
+        )
         marks.append((time.perf_counter(), time.process_time()))
         pairs = verifier.pairs
         forget()

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import yaml
 
 from bench.answers import Answer, distinct_answers, upstream_script
+from bench.needs_data import SHARED, require
 from groundproxy.guards.types import Embedder
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import (
@@ -39,7 +40,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUESTION = "Tell me about Arthur's Magazine and First for Women."
 ANSWER = (
     "Arthur's Magazine was an American literary periodical. It was published in Philadelphia. "
@@ -70,6 +70,7 @@ def index_answers(info: dict[str, Any], n: int) -> list[Answer]:
 
 def real_contexts() -> list[tuple[str, str]]:
     """Unique contexts from ../shared/data (eval then train), the answer's documents first."""
+    require(SHARED)
     seen: dict[str, str] = {}
     files = sorted((SHARED / "eval").glob("*.jsonl")) + sorted((SHARED / "train").glob("*.jsonl"))
     first: list[tuple[str, str]] = []

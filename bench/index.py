@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.needs_data import SHARED, require
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 DIM = 384
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def rss_mb() -> float:
@@ -196,8 +197,8 @@ def bench_ingest(chunks: int, tmp: Path, names: list[str]) -> list[dict[str, flo
 
 def _tenant_source(data: Path, chunks: int) -> None:
     """One real tenant index ``t0`` of about ``chunks`` chunks (hashing embedder: fast)."""
-    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
     from groundproxy.retrieval.tenant_index import IndexWriter
+    from groundproxy.testing.embedders import HashingEmbedder
 
     with IndexWriter(data, "t0", HashingEmbedder()) as w:
         for d in range(chunks // 12):
@@ -216,8 +217,8 @@ def bench_lru(tmp: Path, tenants: int = 8, chunks: int = 10_000) -> dict[str, fl
     import gc
     import shutil
 
-    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
     from groundproxy.retrieval.manager import IndexManager
+    from groundproxy.testing.embedders import HashingEmbedder
 
     data = tmp / "lru"
     t = time.perf_counter()
@@ -267,6 +268,7 @@ def main() -> None:
     p.add_argument("--ef-construction", type=int, default=200)
     p.add_argument("--vectors", default="uniform", help="uniform and/or clustered")
     args = p.parse_args()
+    require(SHARED)
     print(
         f"cpus {os.cpu_count()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
         f"load average at start {os.getloadavg()[0]:.1f} (shared machine)",

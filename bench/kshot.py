@@ -2,7 +2,7 @@
 
 For each file in ``../shared/data/eval``: a seeded pool of rows (a prefix of the file's
 shuffle, seed 1234) is verified once by the serve path
-(:func:`groundproxy.proxy.cli.adapt.signals_of`: the row's context as request evidence, default
+(:func:`groundproxy.proxy.offline.signals_of`: the row's context as request evidence, default
 policy, no tenant index), giving the adapter's signals
 (:mod:`groundproxy.guards.adapter_signals`), the zero-shot decision ("any claim not
 supported") and the lexical baseline's score (the seed-001 method of ``bench/accuracy.py``,
@@ -34,10 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import hashlib
 import json
-import os
 import random
 import statistics
 import sys
@@ -47,67 +44,23 @@ from pathlib import Path
 from typing import Any
 
 from bench.accuracy import lexical_scores
+from bench.needs_data import SHARED, require
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.adapter import read_adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.models.registry import DEFAULT_VERIFIER
-from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner, signals_of
-from groundproxy.proxy.cli.evaluate import eval_policy
+from groundproxy.models.scoring import balanced_accuracy
+from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
+from groundproxy.proxy.cli.adapt import Candidates, fit_combiner
+from groundproxy.proxy.offline import eval_policy, signals_of
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import SHIPPED, shipped_decision
 from groundproxy.proxy.storage.feedback import parse_labelled
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
-POOL_SEED = 1234
-# The code that produces the cached signals (the serve path up to answer_signals); the
-# adapter's aggregation and fitting (guards/adapter*.py, proxy/cli/adapt.py) are left out on
-# purpose: they run on the cached signals, so changing them must not invalidate the cache;
-# so is the training code (models/train/), which the serve path never imports.
-_SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
-_SIGNAL_FILES = (
-    "proxy/serving/guarding.py",
-    "proxy/serving/guard_build.py",
-    "proxy/cli/evaluate.py",
-)
-# guards/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals record
-# the entropy, not that rank, so it does not change them either
-_NOT_SIGNALS = (
-    "guards/__init__.py",
-    "guards/adapter.py",
-    "guards/adapter_features.py",
-    "guards/uncertainty.py",
-)
-
-
-@functools.cache
-def fingerprint() -> str:
-    """A short hash of the signal-producing code and the model files (names, sizes);
-    ``$GROUNDPROXY_BENCH_FINGERPRINT`` pins an earlier one (only for a code change shown not
-    to alter the signals, e.g. by a test that the new code computes the same numbers)."""
-    pinned = os.environ.get("GROUNDPROXY_BENCH_FINGERPRINT")
-    if pinned:
-        return pinned
-    h = hashlib.sha256()
-    files = [p for d in _SIGNAL_CODE for p in sorted((ROOT / d).rglob("*.py"))]
-    files += [ROOT / f for f in _SIGNAL_FILES]
-    for p in files:
-        rel = p.relative_to(ROOT).as_posix()
-        if (
-            rel not in _NOT_SIGNALS
-            and "__pycache__" not in rel
-            and not rel.startswith("models/train/")
-        ):
-            h.update(rel.encode() + b"\0" + p.read_bytes())
-    models = ROOT / "models"
-    for p in sorted(models.rglob("*.onnx")) + sorted(
-        [*models.rglob("meta.json"), *models.rglob("build.json")]
-    ):
-        h.update(f"{p.relative_to(ROOT).as_posix()}:{p.stat().st_size}".encode())
-    return h.hexdigest()[:12]
+DATA = SHARED
 
 
 def pool_rows(path: Path, size: int, seed: int) -> list[dict[str, Any]]:
@@ -156,7 +109,7 @@ def extract(
 
 # The adapter as first shipped (the 17 legacy features, C = 1) beside the current fit.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "adapted-v1": {"feature_sets": {"legacy": LEGACY_FEATURES}, "cs": (1.0,)},
+    "adapted-v1": {"candidates": Candidates({"legacy": LEGACY_FEATURES}, (1.0,))},
     "adapted": {},
 }
 COLUMNS = ("zero", "learned", "adapted-v1", "adapted", "lexical")
@@ -281,6 +234,7 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    require(args.data)
     ks = [int(k) for k in args.ks.split(",")]
     files = sorted((args.data / args.split).glob("*.jsonl"), key=lambda p: p.stat().st_size)
     cache_dir = CACHE / ("kshot" if args.split == "eval" else "kshot-train")

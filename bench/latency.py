@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from bench import harness as h
+from bench.needs_data import require
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PATHS = ("direct", "litellm", "gp-off", "gp-on", "gp-off-wire", "gp-on-wire")
@@ -289,6 +290,7 @@ async def _measure(
 
 def main() -> None:
     a = _args()
+    require()
     a.cache.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     index = h.build_index(a.cache, a.chunks, a.real_budget_s)

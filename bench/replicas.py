@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from bench import harness as h
+from bench.needs_data import require
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, start_proxy, stop_process
 
@@ -155,6 +156,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", type=Path, default=RESULTS / "replicas.txt")
     args = ap.parse_args()
+    require()
     from groundproxy.testing.pg import postgres
 
     docs = corpus(args.n1 + args.n8)

@@ -48,8 +48,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.needs_data import SHARED, require
 from groundproxy.guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
-from groundproxy.guards.pipeline import run_guard
+from groundproxy.guards.pipeline import Backends, run_guard
 from groundproxy.guards.sentences import sentence_spans
 from groundproxy.guards.types import GuardReport, Pair, Verifier
 from groundproxy.policies.schema import Policy, local_policy
@@ -57,7 +58,7 @@ from groundproxy.proxy.cli.evaluate import Row, read_rows
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+EVAL = SHARED / "eval"
 FILES = ("halueval-qa", "halueval-dialogue", "halueval-summarization")
 SEED_ALPHA, SEED_TAU = 0.5, 0.55
 FITTED_TAU = -INTERCEPT / SLOPE  # s where the lexical verifier's P(supported) = 0.5
@@ -124,9 +125,7 @@ def bench_file(
                 question=row.query,
                 context_messages=context,
                 policy=policy,
-                verifier=verifier,
-                embedder=None,
-                index=None,
+                backends=Backends(verifier),
             )
         changed = content_changed(report)
         if not changed:
@@ -199,7 +198,7 @@ def print_table(results: list[dict[str, Any]], verifier: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=SHARED)
+    p.add_argument("--data", type=Path, default=EVAL)
     p.add_argument("--limit", type=int, default=200, help="row pairs per file")
     p.add_argument("--verifier", default="default")
     p.add_argument("--files", default=",".join(FILES))
@@ -210,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the policy's verifier.decision (learned: the shipped answer combiner)",
     )  # fmt: skip
     args = p.parse_args(argv)
+    require(args.data)
     guard = build_guard(Settings(batch_window_ms=0))
     verifier = guard.verifier(args.verifier)
     policy = bench_policy(args.verifier, args.decision)

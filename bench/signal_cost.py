@@ -4,7 +4,7 @@ The same distinct 5-claim answers as ``bench.guard_stages`` (bench.answers), eac
 once through the served path (:meth:`GuardService.verify_sync`, ``embedhead``, no verdict
 cache), then finished both ways on that same verification, interleaved:
 
-- ``every_claim``: stage 2 as by default (:func:`guards.stages.apply`);
+- ``every_claim``: stage 2 as by default (:func:`guards.action.apply`);
 - ``learned``: the shipped answer combiner (policy ``verifier.decision: learned``): the
   answer-level signals and features, the combiner, stage 2 (plus the token alignment when
   the combiner reads it);

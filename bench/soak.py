@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from bench import harness as h
+from bench.needs_data import require
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -81,6 +82,7 @@ def _phase_row(name: str, clients: int, r: h.PhaseResult) -> str:
 
 def main() -> None:
     a = _args()
+    require()
     a.cache.mkdir(parents=True, exist_ok=True)
     index = h.build_index(a.cache, a.chunks, a.real_budget_s)
     samples: list[dict[str, Any]] = []

@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from bench.answers import distinct_answers
 from bench.guard_latency import _docs
+from bench.needs_data import SHARED, require
 from groundproxy.guards.claims import decompose
 from groundproxy.guards.pipeline import search_text
 from groundproxy.policies.schema import local_policy
@@ -41,7 +42,7 @@ F32 = npt.NDArray[np.float32]
 
 def _sentences(n: int, seed: int) -> list[str]:
     found: list[str] = []
-    for f in sorted(glob.glob(str(Path("../shared/data/train") / "*.jsonl"))):
+    for f in sorted(glob.glob(str(require(SHARED / "train") / "*.jsonl"))):
         for line in Path(f).read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             for key in ("response", "answer", "claim", "output"):
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("--train-n", type=int, default=6000)
     ap.add_argument("--answers", type=int, default=60)
     a = ap.parse_args()
+    require(SHARED / "train")
     import torch
     from transformers import AutoModel, AutoTokenizer
 

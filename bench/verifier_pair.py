@@ -38,8 +38,8 @@ from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn
 from groundproxy.guards.stages import Verified, decide, verify
 from groundproxy.guards.types import Pair, Probs, Verifier
-from groundproxy.proxy.cli.adapt_fit import balanced_accuracy
-from groundproxy.proxy.cli.evaluate import eval_policy
+from groundproxy.models.scoring import balanced_accuracy
+from groundproxy.proxy.offline import eval_policy
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.feedback import parse_labelled

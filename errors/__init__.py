@@ -14,6 +14,7 @@ HTTP layer owns the one table from class to (status, type, code):
     ├── PermissionDeniedError             (a known key that may not do this)
     ├── NotFoundError                     (no such thing for this tenant)
     │   └── UnknownModelError             (no such model)
+    ├── ConflictError                     (an ambiguous reference; the upstream's 409)
     ├── RateLimitError                    (too many requests)
     │   └── OverloadedError               (the guard queue is full: on_overload: reject)
     ├── ServiceUnavailableError           (still loading)
@@ -36,6 +37,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BodyTooLargeError",
+    "ConflictError",
     "GroundproxyError",
     "GuardError",
     "GuardTimeoutError",
@@ -96,6 +98,11 @@ class NotFoundError(GroundproxyError):
 
 class UnknownModelError(NotFoundError):
     pass
+
+
+class ConflictError(GroundproxyError):
+    """A conflict: the request's reference is ambiguous (e.g. a request id that names several
+    answers), or the upstream reported one (409)."""
 
 
 class RateLimitError(GroundproxyError):

@@ -9,7 +9,8 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 
 - the two stages: :func:`verify` (claims, evidence, rules, one verifier batch) and
   :func:`apply` (verdicts, answer action, rewrite, trust, citations), and
-  :func:`decide_claims` (the verdicts alone);
+  :func:`decide_claims` (the verdicts alone); every choice between none / annotate / flag /
+  rewrite / block / unverified is made in :mod:`guards.action` (its table);
 - streaming: :class:`SentenceSegmenter`/:class:`Segment` and :class:`StreamedAnswer`;
 - failures and overload: :func:`failure_report`, :func:`budget_error`, :func:`admission`, …;
 - rendering: :func:`report_body`, :func:`report_headers`, :func:`header_safe`;
@@ -17,7 +18,8 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
   may read), conformal maths, the trace walk.
 """
 
-from groundproxy.guards.adapter import Adapter, apply_adapted, read_adapter
+from groundproxy.guards.action import apply, apply_adapted, disabled_report, failure_report
+from groundproxy.guards.adapter import Adapter, read_adapter
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
     FEATURES,
@@ -28,18 +30,11 @@ from groundproxy.guards.adapter_features import (
     features_from_signals,
     impute_missing,
 )
-from groundproxy.guards.adapter_signals import answer_signals
+from groundproxy.guards.adapter_signals import CLAIM_FIELDS, answer_signals
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.decide import model_threshold, resolve_threshold
-from groundproxy.guards.failures import (
-    admission,
-    budget_error,
-    disabled_report,
-    failure_report,
-    overload_error,
-    shed_error,
-)
+from groundproxy.guards.failures import admission, budget_error, overload_error, shed_error
 from groundproxy.guards.json_claims import (
     claim_text,
     guarded_json,
@@ -52,26 +47,36 @@ from groundproxy.guards.logprobs import (
     parse_logprobs,
     verified_logprobs,
 )
-from groundproxy.guards.pipeline import evidence_fn, run_guard
+from groundproxy.guards.logprobs_kept import PieceTally, TokenQueue, dropped_note, still_describes
+from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
 from groundproxy.guards.report import header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
-from groundproxy.guards.stages import Verified, apply, verify
+from groundproxy.guards.stages import Verified, verify
 from groundproxy.guards.stages import decide as decide_claims
 from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, walk_back
+from groundproxy.guards.uncertainty import GROUPS as RISK_GROUPS
+from groundproxy.guards.uncertainty import RISK_FEATURES, ErrorRanker, features_from_claim_row
 
 __all__ = [
+    "CLAIM_FIELDS",
     "FEATURES",
     "FEATURE_SETS",
     "LOGPROB_FEATURES",
     "LOGPROB_SETS",
+    "RISK_FEATURES",
+    "RISK_GROUPS",
     "TOKEN_FEATURES",
     "Adapter",
+    "Backends",
     "CachingVerifier",
+    "ErrorRanker",
+    "PieceTally",
     "Segment",
     "SentenceSegmenter",
     "StreamedAnswer",
     "TokenLogprob",
+    "TokenQueue",
     "TraceClaim",
     "TraceNode",
     "VerdictCache",
@@ -89,8 +94,10 @@ __all__ = [
     "coverage",
     "decide_claims",
     "disabled_report",
+    "dropped_note",
     "evidence_fn",
     "failure_report",
+    "features_from_claim_row",
     "features_from_signals",
     "final_step",
     "guarded_json",
@@ -107,6 +114,7 @@ __all__ = [
     "response_schema",
     "run_guard",
     "shed_error",
+    "still_describes",
     "verified_logprobs",
     "verify",
     "walk_back",

@@ -5,18 +5,12 @@ rejects it). A tenant whose reviewers labelled answers (``POST /v1/groundproxy/f
 ``groundproxy calibrate --fit``) gets an :class:`Adapter`: a logistic regression over
 answer-level aggregates of what stage 1 found
 (:func:`~groundproxy.guards.adapter_features.answer_features`), fitted on that
-tenant's labels only, and a threshold on its P(hallucinated). With an adapter in force:
-
-- P(hallucinated) ≤ threshold → the answer is **accepted**: its text is returned as the
-  upstream wrote it (claims not supported are only ``annotated``; no trust floor), the
-  answer action is ``none`` — except for a claim a value rule contradicted (a wrong or
-  denied number, date or name: :mod:`guards.rules`): it keeps the policy's action (its
-  correction, flag or removal), so an adapter only moves the decision for claims without
-  a rule verdict and never switches a rule's correction off;
-- P(hallucinated) > threshold → the answer is **rejected**: the claims get the policy's
-  actions as usual, and when every claim was supported the weakest one (lowest
-  P(supported)) becomes ``unverifiable`` with the adapter's reason, so the policy's
-  ``actions.unverifiable`` applies to it.
+tenant's labels only, and a threshold on its P(hallucinated): above it the answer is
+rejected, else accepted. What accept and reject do to the answer is decided in
+:mod:`guards.action` (:func:`~groundproxy.guards.action.apply_adapted`, rows 4-5): an
+accepting adapter never switches a value rule's correction off (a claim a rule
+contradicted keeps the policy's action). A stored record may also be a zero-shot record
+(:func:`read_adapter`: no adapter in force).
 
 The same mechanism serves a verifier's shipped, learned answer-level decision (policy
 ``verifier.decision: learned``, :attr:`Adapter.source` ``"shipped"``) for a tenant without an
@@ -28,7 +22,7 @@ threshold, decision). Pure logic: the files are read and cached in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +31,7 @@ from groundproxy.guards.adapter_features import (
     FEATURES,
     LOGPROB_FEATURES,
     TOKEN_FEATURES,
-    answer_features,
 )
-from groundproxy.guards.decide import verdict_action
-from groundproxy.guards.stages import Verified, apply, decide
-from groundproxy.guards.types import ActionName, ClaimResult, GuardReport
-from groundproxy.policies.schema import Policy
 
 
 def _floats(data: Mapping[str, Any], key: str, n: int) -> list[float]:
@@ -150,66 +139,3 @@ def read_adapter(data: Mapping[str, Any]) -> Adapter | None:
             raise PolicyError("adapter: 'version' must be a positive integer")
         return None
     return Adapter.from_dict(data)
-
-
-def _accepting(policy: Policy) -> Policy:
-    """``policy`` with every claim action ``annotate`` and no trust floor."""
-    actions = policy.actions.model_copy(
-        update={"contradicted": "annotate", "unverifiable": "annotate", "block_below_trust": 0.0}
-    )
-    return policy.model_copy(update={"actions": actions})
-
-
-def _ruled(verified: Verified, results: Sequence[ClaimResult]) -> list[ClaimResult]:
-    """The claims a value rule contradicted (a wrong or denied value, a correction)."""
-    return [
-        r
-        for s, r in zip(verified.claims, results, strict=True)
-        if r.verdict == "contradicted" and (s.rule.mismatches or r.correction)
-    ]
-
-
-def apply_adapted(
-    verified: Verified,
-    policy: Policy,
-    adapter: Adapter,
-    alignment: Sequence[tuple[float, float, float]] | None = None,
-    logprobs: Sequence[tuple[float, float]] | None = None,
-) -> GuardReport:
-    """Stage 2 with the adapter's answer-level decision (module docstring); ``alignment``:
-    each claim's token alignment when :attr:`Adapter.uses_tokens`; ``logprobs``: each
-    claim's upstream logprobs (:func:`guards.logprobs.claim_logprobs`) when the answer came
-    with them."""
-    results = decide(verified, policy)
-    p = adapter.p_hallucinated(answer_features(verified, results, alignment, logprobs))
-    reject = p > adapter.threshold
-    if reject:
-        if results and all(r.verdict == "supported" for r in results):
-            weakest = min(results, key=lambda r: r.probs.supported)
-            weakest.verdict = "unverifiable"
-            weakest.explanation = (
-                f"{adapter.label} judges the answer unsupported "
-                f"(p={p:.2f} > {adapter.threshold:.2f}); this is its weakest claim"
-            )
-        report = apply(verified, policy, results=results)
-    else:
-        # accepted: the verifier's doubts are annotated only, but a value rule's verdict
-        # stands — an adapter never switches a correction off
-        ruled = {id(r) for r in _ruled(verified, results)}
-
-        def act(r: ClaimResult) -> ActionName | None:
-            if id(r) in ruled:
-                return verdict_action(r.verdict, policy)
-            return None if r.verdict == "supported" else "annotate"
-
-        report = apply(verified, _accepting(policy), results=results, act=act)
-        if not ruled:
-            report.action = "none"
-    report.adapter = {
-        "version": adapter.version,
-        "source": adapter.source,
-        "p_hallucinated": round(p, 4),
-        "threshold": round(adapter.threshold, 4),
-        "decision": "reject" if reject else "accept",
-    }
-    return report

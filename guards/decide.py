@@ -1,4 +1,4 @@
-"""Verdict per claim, trust score and answer action.
+"""Verdict per claim and trust score.
 
 Per claim, over the verifier's Probs for each of its evidence passages:
 
@@ -20,28 +20,22 @@ Trust score of an answer with claims c_1 … c_n::
 
 and T = 1.0 when there are no claims (nothing was asserted).
 
-Answer action: ``block`` when any non-supported claim's policy action is ``block``;
-else the strongest action used among the non-supported claims (rewrite > flag >
-annotate); ``none`` when every claim is supported. Then the trust floor
-(:func:`below_floor`): the answer is blocked when the text that would be returned has
-T < ``actions.block_below_trust`` AND at least one claim is ``contradicted``. Both parts
-are deliberate: the floor judges what the client would get (an answer whose one wrong
-value was corrected is not blocked for the value it no longer states), and it needs
-evidence *against* the answer — a low T made only of unverifiable claims (nothing found,
-weak support) is what ``actions.unverifiable`` handles; blocking it hides right answers
-the evidence merely fails to cover (on HaluEval, context mode, an unconditional floor
-blocked 30% of the correct answers; bench/rewrite.py).
+Trust score of the returned text (:func:`rendered_trust`, what the client sees): removed
+claims drop out, a corrected claim counts with its correction's P(supported), a
+contradicted claim left in counts 0.
+
+What the policy then does with the verdicts (annotate / flag / rewrite / block, the
+adapter, the trust floor, failures) is decided in :mod:`guards.action`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from groundproxy.guards.rules import RuleResult
 from groundproxy.guards.types import CONTRADICTION_MIN as CONTRADICTION_MIN  # re-export
 from groundproxy.guards.types import (
-    ActionName,
-    AnswerAction,
     Claim,
     ClaimResult,
     Evidence,
@@ -116,11 +110,6 @@ def mismatch_probs(probs: Probs) -> Probs:
     return Probs(supported, contradicted, max(0.0, 1.0 - supported - contradicted))
 
 
-def ref(e: Evidence) -> str:
-    """``doc#chunk`` of an evidence passage."""
-    return f"{e.doc}#{e.chunk}"
-
-
 def _ranked(
     evidence: Sequence[Evidence], probs: Sequence[Probs], key: str, minimum: float
 ) -> list[Evidence]:
@@ -128,23 +117,32 @@ def _ranked(
     return [evidence[i] for i in order if getattr(probs[i], key) >= minimum][:MAX_CITATIONS]
 
 
+@dataclass(frozen=True)
+class Bars:
+    """What a claim's probabilities are measured against: the P(supported) ``threshold``
+    (:func:`resolve_threshold`), the most normalized entropy a ``supported`` verdict may have
+    (``max_uncertainty``) and the verifier's contradiction bar (:func:`contradiction_bar`)."""
+
+    threshold: float
+    max_uncertainty: float
+    contradiction_min: float = CONTRADICTION_MIN
+
+
 def decide_claim(
     claim: Claim,
     evidence: Sequence[Evidence],
     probs: Sequence[Probs],
     rule: RuleResult,
-    *,
-    threshold: float,
-    max_uncertainty: float,
+    bars: Bars,
     correction_probs: Probs | None = None,
-    contradiction_min: float = CONTRADICTION_MIN,
 ) -> ClaimResult:
     """Verdict, probabilities, citations and explanation for one claim.
 
     ``probs[i]`` scores (``evidence[i]``, claim); ``correction_probs`` scores the rule's
-    correction against the evidence that produced it, when there is one;
-    ``contradiction_min`` is the verifier's bar (:func:`contradiction_bar`).
+    correction against the evidence that produced it, when there is one.
     """
+    threshold, max_uncertainty = bars.threshold, bars.max_uncertainty
+    contradiction_min = bars.contradiction_min
     if len(evidence) != len(probs):
         raise ValueError("one Probs per evidence passage is required")
     if not evidence:
@@ -180,10 +178,10 @@ def decide_claim(
             sup,
             sup.uncertainty(),
             citations=_ranked(evidence, probs, "supported", threshold) or [evidence[i_sup]],
-            explanation=f"supported by {ref(evidence[i_sup])} (p={sup.supported:.2f})",
+            explanation=f"supported by {evidence[i_sup].ref} (p={sup.supported:.2f})",
         )
     if con.contradicted >= contradiction_min and con.contradicted > con.unverifiable:
-        why = f"contradicted by {ref(evidence[i_con])} (p={con.contradicted:.2f})"
+        why = f"contradicted by {evidence[i_con].ref} (p={con.contradicted:.2f})"
         if not rule.ok:
             why = f"{why}; {rule.explanation}"
         return ClaimResult(
@@ -199,12 +197,12 @@ def decide_claim(
         why = rule.explanation
     elif sup.supported >= threshold:
         why = (
-            f"{ref(evidence[i_sup])} supports it (p={sup.supported:.2f}) but the verdict is "
+            f"{evidence[i_sup].ref} supports it (p={sup.supported:.2f}) but the verdict is "
             f"too uncertain ({sup.uncertainty():.2f} > {max_uncertainty:.2f})"
         )
     else:
         why = (
-            f"best evidence {ref(evidence[i_sup])} gives p(supported)={sup.supported:.2f}, "
+            f"best evidence {evidence[i_sup].ref} gives p(supported)={sup.supported:.2f}, "
             f"below {threshold:.2f}"
         )
     return ClaimResult(
@@ -225,33 +223,18 @@ def trust_score(results: Sequence[ClaimResult]) -> float:
     return total / len(results)
 
 
-def verdict_action(verdict: Verdict, policy: Policy) -> ActionName | None:
-    """What the policy does to a claim with this verdict (None for supported)."""
-    if verdict == "contradicted":
-        return policy.actions.contradicted
-    if verdict == "unverifiable":
-        return policy.actions.unverifiable
-    return None
-
-
-ActFn = Callable[[ClaimResult], ActionName | None]
-
-
-def answer_action(
-    results: Sequence[ClaimResult], policy: Policy, act: ActFn | None = None
-) -> AnswerAction:
-    """The answer-level action before the trust floor (see the module docstring);
-    ``act``: each claim's action when not the policy's for its verdict (guards.adapter)."""
-    used = {act(r) if act else verdict_action(r.verdict, policy) for r in results} - {None}
-    order: tuple[AnswerAction, ...] = ("block", "rewrite", "flag", "annotate")
-    for name in order:
-        if name in used:
-            return name
-    return "none"
-
-
-def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: float) -> bool:
-    """Does the trust floor block this answer? (T of the returned text, and a
-    contradicted claim among the results; see the module docstring.)"""
-    contradicted = any(r.verdict == "contradicted" for r in results)
-    return contradicted and returned_trust < policy.actions.block_below_trust
+def rendered_trust(results: Sequence[ClaimResult]) -> float:
+    """T of the returned text: removed claims drop out; a corrected claim counts with
+    the correction's support; a contradicted claim left in counts 0; 1.0 if none left."""
+    scores: list[float] = []
+    for r in results:
+        if r.action == "removed":
+            continue
+        if r.action == "corrected":
+            support = r.correction_support
+            scores.append(r.probs.supported if support is None else support)
+        elif r.verdict == "contradicted":
+            scores.append(0.0)
+        else:
+            scores.append(r.probs.supported)
+    return sum(scores) / len(scores) if scores else 1.0

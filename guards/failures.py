@@ -1,11 +1,9 @@
-"""What an answer becomes when it could not be verified: pure decisions, no I/O.
+"""What an answer looks like when it could not be verified, and admission: no I/O.
 
-- guard disabled by the policy (``guard: false``): returned as is, marked unverified;
-- the guard failed (a backend error, a bad calibration file …): ``on_guard_error: annotate``
-  returns it marked unverified (fail open, visibly); ``block`` refuses;
-- the guard ran past ``latency_budget_ms`` (or was shed before it started, see below): a
-  guard failure like any other — marked unverified under ``annotate``, refused under
-  ``block``, so a ``block`` tenant never gets unverified content, at any load.
+:func:`unverified_report`: the text as written, T = 0.0, action ``unverified``, its claims
+``unverifiable`` with the reason — for an answer whose guard was off, failed, ran past
+``latency_budget_ms`` or was shed. Whether such an answer is refused instead
+(``on_guard_error: block``) is decided in :mod:`guards.action` (rows 1-3, 11).
 
 Admission (:func:`admission`): before a guard starts, the caller estimates its wait from
 the queue; when wait + guard time would pass the budget, ``on_overload`` decides: ``queue``
@@ -18,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from groundproxy.errors import GroundproxyError, GuardTimeoutError, OverloadedError
+from groundproxy.errors import GuardTimeoutError, OverloadedError
 from groundproxy.guards.claims import decompose
 from groundproxy.guards.sentences import Stop, fast_sentence_spans, guard_cut
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
@@ -41,8 +39,7 @@ def unverified_report(
 
     The claims (when the answer can still be decomposed) carry verdict "unverifiable",
     action "unverified" and ``reason`` as explanation. Whether to block instead
-    (``on_guard_error: block``) is :func:`failure_report`'s decision; ``policy`` is not
-    consulted here.
+    (``on_guard_error: block``) is :func:`guards.action.failure_report`'s decision.
 
     The claims are those of the first ``policy.max_answer_chars``; once ``halt`` says time
     is up, the sentences of the linear splitter instead (cheap for any answer size).
@@ -78,11 +75,6 @@ def unverified_report(
     )
 
 
-def disabled_report(answer: str, policy: Policy, halt: Stop | None = None) -> GuardReport:
-    """An answer of a tenant whose policy turns the guard off."""
-    return unverified_report(answer, policy, DISABLED, halt=halt)
-
-
 def budget_error(policy: Policy) -> GuardTimeoutError:
     """The error that stands for a guard past the policy's latency budget."""
     return GuardTimeoutError(f"guard exceeded the latency budget of {policy.latency_budget_ms} ms")
@@ -114,35 +106,3 @@ def overload_error(policy: Policy, wait_s: float) -> OverloadedError:
         f"{policy.latency_budget_ms} ms); retry later",
         retry_after_s=max(1, math.ceil(wait_s)),
     )
-
-
-def failure_report(
-    answer: str, policy: Policy, exc: Exception, halt: Stop | None = None
-) -> GuardReport:
-    """The answer when guarding it failed with ``exc`` (a backend error, the latency budget,
-    shed under overload): unverified, or refused under ``on_guard_error: block``."""
-    reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
-    report = unverified_report(answer, policy, reason, halt=halt)
-    if policy.on_guard_error == "block":
-        report.text = policy.actions.refusal
-        report.action = "block"
-        report.blocked = True
-    return report
-
-
-def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> GuardReport:
-    """``report`` of an answer's verified head, with the rest past ``max_answer_chars``:
-    appended and the answer marked unverified, or — under ``on_guard_error: block`` —
-    withheld, the refusal in its place (a block tenant never gets unverified content)."""
-    report.original += tail
-    if report.blocked:
-        return report
-    report.unverified = True
-    if policy.on_guard_error == "block":
-        report.text += "\n\n" + policy.actions.refusal
-        report.action = "block"
-        report.blocked = True
-    else:
-        report.text += tail
-        report.action = "unverified"
-    return report

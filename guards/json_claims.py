@@ -1,14 +1,17 @@
-"""Structured (JSON) answers: the string values that state facts are the claims, and the
-JSON itself is never broken.
+"""Structured (JSON) answers: the string values that state facts, and the number, boolean
+and date values, are the claims, and the JSON itself is never broken.
 
 :func:`parse_json_answer` reads an answer that is JSON (``None`` when it is not);
 :func:`statements` lists the string values worth verifying (a few words with letters, not
-identifiers, names or enum-like tokens) with their path; :func:`claim_text` joins them into
-one text to verify (each a sentence on its own line, so claims never span two values) and
-remembers where each value starts, so a claim's span maps back to its value
-(:meth:`JsonClaims.value_of`).
+identifiers, names or enum-like tokens) with their path; a number, boolean or date value is
+stated as a line ``key: value`` (:mod:`guards.json_facts`: ``warranty_months: 24 months``).
+:func:`claim_text` joins them, in document order, into one text to verify (each a sentence on
+its own line, so claims never span two values) and remembers where each starts, so a claim's
+span maps back to its value (:meth:`JsonClaims.value_of`).
 :func:`edit_values` applies per-value replacements, only to values whose schema (if any) is
-a plain string, so the result still validates. Pure logic: no I/O.
+a plain string, so the result still validates; a corrected number, boolean or date is
+written back with its JSON type where its schema still holds (:func:`json_facts.fits`).
+Pure logic: no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from groundproxy.guards.json_facts import corrected_value, fact_line, fits, is_fact
 
 Path = tuple[str | int, ...]
 _MISSING = object()
@@ -42,12 +47,20 @@ def _statement(value: str) -> bool:
 
 def statements(doc: Any, path: Path = ()) -> list[tuple[Path, str]]:
     """Every string value in ``doc`` that reads like a statement, with its path."""
+    return [(p, text) for p, text, fact in _leaves(doc, path, None) if fact is _MISSING]
+
+
+def _leaves(doc: Any, path: Path, parent: Any) -> list[tuple[Path, str, Any]]:
+    """``(path, line, fact value)`` of every claim-worthy value, in document order: a
+    statement's line is its text (fact ``_MISSING``), a fact's is ``key: value``."""
     if isinstance(doc, dict):
-        return [leaf for k, v in doc.items() for leaf in statements(v, (*path, str(k)))]
+        return [leaf for k, v in doc.items() for leaf in _leaves(v, (*path, str(k)), doc)]
     if isinstance(doc, list):
-        return [leaf for i, v in enumerate(doc) for leaf in statements(v, (*path, i))]
+        return [leaf for i, v in enumerate(doc) for leaf in _leaves(v, (*path, i), doc)]
     if isinstance(doc, str) and _statement(doc):
-        return [(path, doc)]
+        return [(path, doc, _MISSING)]
+    if path and is_fact(path[-1], doc):
+        return [(path, fact_line(parent, path, doc), doc)]
     return []
 
 
@@ -56,9 +69,10 @@ class JsonClaims:
     """The statements of one JSON answer joined into one text to verify."""
 
     doc: Any
-    leaves: list[tuple[Path, str]]
+    leaves: list[tuple[Path, str]]  # (path, the line verified: a statement, or key: value)
     text: str = ""
     starts: list[int] = field(default_factory=list)
+    facts: dict[int, Any] = field(default_factory=dict)  # leaf index → its number/bool/date
 
     def value_of(self, offset: int) -> int | None:
         """The index of the value holding character ``offset`` of :attr:`text`."""
@@ -70,8 +84,10 @@ class JsonClaims:
 
 
 def claim_text(doc: Any) -> JsonClaims:
-    """``doc``'s statements, one per line (see the module docstring)."""
-    found = JsonClaims(doc, statements(doc))
+    """``doc``'s statements and facts, one per line (see the module docstring)."""
+    leaves = _leaves(doc, (), None)
+    found = JsonClaims(doc, [(p, line) for p, line, _ in leaves])
+    found.facts = {i: fact for i, (_, _, fact) in enumerate(leaves) if fact is not _MISSING}
     parts: list[str] = []
     pos = 0
     for _, value in found.leaves:
@@ -107,7 +123,7 @@ def plain_string_field(schema: dict[str, Any] | None, path: Path) -> bool:
     return isinstance(sub, dict) and sub.get("type") == "string" and set(sub) <= _PLAIN_STRING_KEYS
 
 
-def _set(doc: Any, path: Path, value: str) -> None:
+def _set(doc: Any, path: Path, value: Any) -> None:
     cur = doc
     for step in path[:-1]:
         cur = cur[step]
@@ -148,14 +164,23 @@ def guarded_json(
     refusal: str, schema: dict[str, Any] | None,
 ) -> str:  # fmt: skip
     """The JSON answer after the guard: corrected / removed claims rewritten inside their
-    value, and on ``blocked`` every value holding a claim replaced by ``refusal`` — each only
-    where :func:`plain_string_field` allows it. No markers, no sources: when nothing may be
-    edited, the original text is returned byte for byte."""
+    value, a corrected number, boolean or date replaced by the corrected value (same JSON
+    type), and on ``blocked`` every statement value holding a claim replaced by ``refusal``
+    — each only where the schema allows it (:func:`plain_string_field`,
+    :func:`json_facts.fits`). No markers, no sources: when nothing may be edited, the
+    original text is returned byte for byte."""
     edits: dict[int, list[tuple[int, int, str]]] = {}
+    facts: dict[int, Any] = {}
     for r in claims:
         start, end = r.claim.span
         i = found.value_of(start)
         if i is None:
+            continue
+        if i in found.facts:
+            if not blocked and r.action == "corrected" and r.correction:
+                new_value = corrected_value(found.facts[i], found.leaves[i][1], r.correction)
+                if new_value is not None:
+                    facts[i] = new_value
             continue
         if blocked:
             edits[i] = [(0, len(found.leaves[i][1]), refusal)]
@@ -167,8 +192,6 @@ def guarded_json(
         edits.setdefault(i, []).append(
             (start - base, min(end - base, len(found.leaves[i][1])), new)
         )
-    if not edits:
-        return original
     values: dict[int, str] = {}
     for i, spans in edits.items():
         value = found.leaves[i][1]
@@ -176,4 +199,10 @@ def guarded_json(
             value = value[:s] + new + value[e:]
         values[i] = " ".join(value.split())
     doc, done = edit_values(found, values, schema)
+    for i, new_value in sorted(facts.items()):
+        path = found.leaves[i][0]
+        sub = None if schema is None else _schema_at(schema, path)
+        if sub is not _MISSING and fits(sub, new_value):
+            _set(doc, path, new_value)
+            done.append(i)
     return json.dumps(doc, ensure_ascii=False) if done else original

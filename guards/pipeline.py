@@ -1,5 +1,6 @@
 """One guarded answer: :func:`run_guard` = :func:`guards.stages.verify` (decompose →
-evidence → rules → ONE verifier batch) then :func:`guards.stages.apply` (decide → rewrite).
+evidence → rules → ONE verifier batch) then :func:`guards.action.apply` (decide → action →
+rewrite).
 
 Rules run before the verifier because they need only texts, and a value mismatch yields
 a correction; each correction is scored against the evidence it came from in the same
@@ -25,11 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from groundproxy.errors import GuardError
+from groundproxy.guards.action import apply
 from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
 from groundproxy.guards.failures import unverified_report
-from groundproxy.guards.stages import EvidenceFn, apply, verify
+from groundproxy.guards.stages import EvidenceFn, verify
 from groundproxy.guards.types import (
     Claim,
     Embedder,
@@ -113,30 +116,38 @@ def gather_evidence(
     return per_claim
 
 
+@dataclass(frozen=True)
+class Backends:
+    """What the guard runs on: the verifier, and for evidence an embedder and a tenant index
+    (without an index: the request's own messages only; without an embedder they are ranked
+    by TF-IDF)."""
+
+    verifier: Verifier
+    embedder: Embedder | None = None
+    index: EvidenceSource | None = None
+
+
 def run_guard(
     answer: str,
     *,
     question: str | None,
     context_messages: Sequence[tuple[str, str]],
     policy: Policy,
-    verifier: Verifier,
-    embedder: Embedder | None,
-    index: EvidenceSource | None,
-    threshold: float | None = None,
+    backends: Backends,
 ) -> GuardReport:
     """Guard one upstream answer under ``policy``.
 
     ``context_messages`` are the request's ``(role, text)`` messages in order (indices
-    name them in ``request:<role>#<i>``). ``threshold`` overrides the policy's (needed
-    when it says "calibrated"). Backend failures raise :class:`GuardError`.
+    name them in ``request:<role>#<i>``). Backend failures raise :class:`GuardError`.
     """
     verified = verify(
         answer,
         question=question,
         policy=policy,
-        verifier=verifier,
-        evidence_for=evidence_fn(context_messages, policy, embedder, index, question),
-        threshold=threshold,
+        verifier=backends.verifier,
+        evidence_for=evidence_fn(
+            context_messages, policy, backends.embedder, backends.index, question
+        ),
     )
     return apply(verified, policy)
 
@@ -156,4 +167,11 @@ def evidence_fn(
     return evidence_for
 
 
-__all__ = ["evidence_fn", "gather_evidence", "run_guard", "search_text", "unverified_report"]
+__all__ = [
+    "Backends",
+    "evidence_fn",
+    "gather_evidence",
+    "run_guard",
+    "search_text",
+    "unverified_report",
+]

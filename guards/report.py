@@ -1,6 +1,7 @@
 """The ``groundproxy`` body object and the ``x-groundproxy-*`` headers (DESIGN.md, Contracts).
 
-Body keys: trust, action, policy, claims[{text, span, verdict, probs, uncertainty,
+Body keys: trust (null for an answer with no claims; header ``n/a``), action, policy,
+claims[{text, span, verdict, probs, uncertainty,
 citations[{doc, chunk, score, quote, span, content_hash,
 index_version}], action, correction (only when set),
 explanation, conflict (only when the request and the documents disagreed)}], plus
@@ -22,13 +23,6 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 def header_safe(value: str) -> str:
     """Drop control characters (CR, LF …) and anything outside latin-1."""
     return _UNSAFE.sub("", value).encode("latin-1", "ignore").decode("latin-1").strip()
-
-
-def citation_id(e: Evidence) -> str:
-    """``doc:<doc>#<chunk>`` for index documents, ``<doc>#<chunk>`` for request context
-    (whose doc already reads ``request:<role>#<i>``)."""
-    ident = f"{e.doc}#{e.chunk}"
-    return ident if e.source == "request" else f"doc:{ident}"
 
 
 def _citation(e: Evidence) -> dict[str, Any]:
@@ -64,8 +58,9 @@ def _claim(r: ClaimResult) -> dict[str, Any]:
 
 def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
     """The ``groundproxy`` object added to the chat completion body."""
+    trust = report.reported_trust
     body: dict[str, Any] = {
-        "trust": round(report.trust, 3),
+        "trust": None if trust is None else round(trust, 3),
         "action": report.action,
         "policy": policy_id,
         "claims": [_claim(r) for r in report.claims],
@@ -103,7 +98,7 @@ def citation_list(report: GuardReport) -> str:
     seen: list[str] = []
     for r in report.claims:
         for e in r.citations:
-            ident = quote(citation_id(e), safe=_ID_SAFE)
+            ident = quote(e.citation_id, safe=_ID_SAFE)
             if ident and ident not in seen:
                 seen.append(ident)
     kept: list[str] = []
@@ -118,12 +113,21 @@ def citation_list(report: GuardReport) -> str:
     return "; ".join(kept)
 
 
+NO_CLAIMS = "n/a"  # x-groundproxy-trust of an answer without claims
+
+
+def trust_header(report: GuardReport) -> str:
+    """``x-groundproxy-trust``: T with two decimals, or ``n/a`` for an answer with no claims."""
+    trust = report.reported_trust
+    return NO_CLAIMS if trust is None else f"{trust:.2f}"
+
+
 def report_headers(
     report: GuardReport, policy_id: str, step_id: str, request_id: str
 ) -> dict[str, str]:
     """The ``x-groundproxy-*`` response headers and ``x-request-id``."""
     headers = {
-        "x-groundproxy-trust": f"{report.trust:.2f}",
+        "x-groundproxy-trust": trust_header(report),
         "x-groundproxy-action": report.action,
         "x-groundproxy-claims": claim_counts(report),
         "x-groundproxy-citations": citation_list(report),

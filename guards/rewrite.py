@@ -1,22 +1,20 @@
-"""The returned answer text, built from the original answer and the claim results.
+"""The returned answer text, built from the original answer and each claim's action.
 
-Per non-supported claim, the policy action for its verdict:
+Which action each claim gets, and when the whole answer is refused instead, is decided in
+:mod:`guards.action`; this module only edits the text accordingly:
 
-- ``rewrite``: a contradicted claim with a correction has its span replaced by the
-  correction (``corrected``); any other claim is removed (``removed``) together with a
-  coordinating connector (", and", "; ") it shared with a neighbouring clause; a list
-  item or quote line left empty is dropped, as is a paragraph line left empty;
-- ``flag``: ``actions.flag_marker`` is inserted after the claim's words (``flagged``);
-- ``annotate``: the text is left alone (``annotated``);
-- ``block`` (the answer action): the whole text is ``actions.refusal``; every claim is
-  ``blocked``.
+- ``corrected``: the claim's span is replaced by the correction;
+- ``removed``: the claim goes, together with a coordinating connector (", and", "; ") it
+  shared with a neighbouring clause; a list item or quote line left empty is dropped, as
+  is a paragraph line left empty;
+- ``flagged``: ``actions.flag_marker`` is inserted after the claim's words;
+- ``kept`` and ``annotated``: the text is left alone.
 
-Supported claims are ``kept``. Markers go after a claim's last word, before its closing
-punctuation ("lasts 12 months [1]."). Citations: ``none``; ``inline`` adds " [n]" after
-each kept or corrected claim, n numbering the distinct cited chunks in order of first
-use; ``footnotes`` adds the same markers and a "Sources:" block at the end. Text outside
-claim spans (code blocks, headings, bullets, table pipes) is never touched. When every
-claim would be removed, the answer is blocked instead (an empty answer helps nobody).
+Markers go after a claim's last word, before its closing punctuation ("lasts 12 months
+[1]."). Citations: ``none``; ``inline`` adds " [n]" after each kept or corrected claim, n
+numbering the distinct cited chunks in order of first use; ``footnotes`` adds the same
+markers and a "Sources:" block at the end. Text outside claim spans (code blocks,
+headings, bullets, table pipes) is never touched.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundproxy.guards.decide import ActFn, ref, verdict_action
-from groundproxy.guards.types import AnswerAction, ClaimResult, Evidence
+from groundproxy.guards.types import ClaimResult, Evidence
 from groundproxy.policies.schema import Policy
 
 QUOTE_CHARS = 100
@@ -34,14 +31,6 @@ _CLOSERS = ".!?…\"'”’)*_"
 _CONNECTOR_AFTER = re.compile(r"[ \t]*(?:,[ \t]*(?:and|but)|;|[ \t](?:and|but))[ \t]+")
 _CONNECTOR_BEFORE = re.compile(r"(?:,[ \t]*(?:and|but)|;|[ \t](?:and|but))[ \t]*$")
 _MARKER_ONLY = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)]|>)?[ \t]*(?:\[[ xX]\][ \t]*)?")
-
-
-@dataclass
-class Rendered:
-    text: str
-    trust: float | None  # T of the returned text; None when blocked
-    action: AnswerAction
-    blocked: bool
 
 
 @dataclass
@@ -152,7 +141,7 @@ def _apply(answer: str, edits: list[_Edit], capitalize: set[int]) -> str:
     return "".join(out)
 
 
-Cited = dict[str, tuple[int, Evidence]]  # doc#chunk → (footnote number, evidence)
+Cited = dict[str, tuple[int, Evidence]]  # Evidence.ref → (footnote number, evidence)
 
 
 def footnote_block(cited: Cited) -> str:
@@ -161,28 +150,22 @@ def footnote_block(cited: Cited) -> str:
     return "Sources:\n" + "\n".join(notes)
 
 
-def render(
+def rewrite_text(
     answer: str,
     results: Sequence[ClaimResult],
     policy: Policy,
-    action: AnswerAction,
     *,
     cited: Cited | None = None,
     segment: bool = False,
-    act: ActFn | None = None,
-) -> Rendered:
-    """Apply ``action`` and the per-claim policy actions; sets each ``ClaimResult.action``.
+) -> str:
+    """The answer with each claim's ``ClaimResult.action`` (set by :mod:`guards.action`)
+    carried out: ``kept`` / ``corrected`` claims get a citation marker, ``corrected`` ones
+    their correction, ``removed`` ones go, ``flagged`` ones get the flag marker.
 
     ``segment`` renders one piece of a streamed answer (``stream: sentence``): citation
-    numbers continue in the caller's ``cited`` map, no "Sources:" block is appended (the
-    stream appends it once, at the end), and a piece whose claims are all removed is
-    removed rather than turned into a block (the rest of the answer may still stand).
-    ``act``: a claim's action when not the policy's for its verdict (guards.adapter).
+    numbers continue in the caller's ``cited`` map and no "Sources:" block is appended (the
+    stream appends it once, at the end).
     """
-    if action == "block":
-        for r in results:
-            r.action = "blocked"
-        return Rendered(policy.actions.refusal, None, "block", True)
     cited = {} if cited is None else cited
     edits: list[_Edit] = []
     removals: list[_Edit] = []
@@ -192,56 +175,29 @@ def render(
         if policy.citations == "none" or not r.citations:
             return ""
         e = r.citations[0]
-        key = ref(e)
-        if key not in cited:
-            cited[key] = (len(cited) + 1, e)
-        return f" [{cited[key][0]}]"
+        if e.ref not in cited:
+            cited[e.ref] = (len(cited) + 1, e)
+        return f" [{cited[e.ref][0]}]"
 
     for r in sorted(results, key=lambda r: r.claim.span):
         start, end = r.claim.span
         at = _word_end(answer, start, end)
-        todo = act(r) if act else verdict_action(r.verdict, policy)
-        if todo is None:
-            r.action = "kept"
+        if r.action == "kept":
             edits.append(_Edit(at, at, marker(r)))
-        elif todo == "rewrite" and r.verdict == "contradicted" and r.correction:
-            r.action = "corrected"
+        elif r.action == "corrected" and r.correction:
             fixed = r.correction
             cut = _word_end(fixed, 0, len(fixed))
             edits.append(_Edit(start, end, fixed[:cut] + marker(r) + fixed[cut:]))
-        elif todo == "rewrite":
-            r.action = "removed"
+        elif r.action == "removed":
             edit, cap = _removal(answer, start, end)
             removals.append(edit)
             if cap is not None:
                 capitalize.add(cap)
-        elif todo == "flag":
-            r.action = "flagged"
+        elif r.action == "flagged":
             edits.append(_Edit(at, at, policy.actions.flag_marker))
-        else:
-            r.action = "annotated"
-    if results and all(r.action == "removed" for r in results) and not segment:
-        return render(answer, results, policy, "block")
     text = _apply(answer, [*edits, *removals, *_drop_empty_lines(answer, removals)], capitalize)
     if removals and answer == answer.rstrip():
         text = text.rstrip()  # a removed last paragraph leaves no trailing blank line
     if policy.citations == "footnotes" and cited and not segment:
         text = text.rstrip() + "\n\n" + footnote_block(cited)
-    return Rendered(text, rendered_trust(results), action, False)
-
-
-def rendered_trust(results: Sequence[ClaimResult]) -> float:
-    """T of the returned text: removed claims drop out; a corrected claim counts with
-    the correction's support; a contradicted claim left in counts 0; 1.0 if none left."""
-    scores: list[float] = []
-    for r in results:
-        if r.action == "removed":
-            continue
-        if r.action == "corrected":
-            support = r.correction_support
-            scores.append(r.probs.supported if support is None else support)
-        elif r.verdict == "contradicted":
-            scores.append(0.0)
-        else:
-            scores.append(r.probs.supported)
-    return sum(scores) / len(scores) if scores else 1.0
+    return text

@@ -1,14 +1,16 @@
-"""The guard's two stages, pure functions over plain data.
+"""The guard's first stage and the verdicts, pure functions over plain data.
 
 :func:`verify` — what the evidence says: the answer is split into claims, each claim's
 evidence is gathered (by the caller's ``evidence_for``), the symbolic rules run, and the
 (claim, evidence) pairs plus each rule correction (scored against the passage that gave it)
 go to the verifier in ONE batch. Its result, :class:`Verified`, holds no decision yet.
 
-:func:`apply` — what the policy does with it: a verdict per claim (threshold, uncertainty,
-contradiction bar), the answer action, the rewritten / rendered text with citations, the
-trust score of the returned text and the trust floor. Buffered answers, every sentence of a
-streamed answer (``segment`` given) and the CLI all go through the same :func:`apply`.
+:func:`decide` — a verdict per claim under the policy (threshold, uncertainty,
+contradiction bar; :mod:`guards.decide`).
+
+Stage 2 — what the policy does with the verdicts (the answer action, the returned text,
+the trust floor) — is :func:`guards.action.apply`. Buffered answers, every sentence of a
+streamed answer and the CLI all go through the same two stages.
 """
 
 from __future__ import annotations
@@ -22,24 +24,18 @@ from groundproxy.guards.claims import decompose
 from groundproxy.guards.conflicts import resolve
 from groundproxy.guards.consistency import harmonize
 from groundproxy.guards.decide import (
-    ActFn,
-    answer_action,
-    below_floor,
+    Bars,
     contradiction_bar,
     decide_claim,
     model_threshold,
     resolve_threshold,
-    trust_score,
 )
-from groundproxy.guards.failures import with_unverified_tail
-from groundproxy.guards.rewrite import Cited, render, rendered_trust
 from groundproxy.guards.rules import RuleResult
 from groundproxy.guards.sentences import Stop, guard_cut
 from groundproxy.guards.types import (
     Claim,
     ClaimResult,
     Evidence,
-    GuardReport,
     Pair,
     Probs,
     Verifier,
@@ -83,16 +79,6 @@ class Verified:
     ranker: ErrorRanker | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass
-class Segment:
-    """Where a streamed piece stands in its answer (``stream: sentence``): citation
-    numbers continue in ``cited``; ``prior`` holds the claims already sent (the trust
-    floor judges the answer so far)."""
-
-    cited: Cited = field(default_factory=dict)
-    prior: Sequence[ClaimResult] = ()
-
-
 def verify(
     answer: str,
     *,
@@ -100,10 +86,10 @@ def verify(
     policy: Policy,
     verifier: Verifier,
     evidence_for: EvidenceFn,
-    threshold: float | None = None,
     halt: Stop | None = None,
 ) -> Verified:
     """Stage 1. Backend failures raise :class:`GuardError` (domain errors pass as they are).
+    A calibrated threshold in force is the caller's to set (``Verified.threshold``).
 
     Only the first ``policy.max_answer_chars`` (cut at a sentence end) are verified; the
     rest is :attr:`Verified.tail`, returned unverified by :func:`apply`. ``halt`` (true
@@ -155,7 +141,6 @@ def verify(
         ],
         verifier=verifier.name,
         contradiction_min=contradiction_bar(verifier),
-        threshold=threshold,
         model_threshold=model_threshold(verifier),
         latency_ms=(time.perf_counter() - started) * 1000.0,
         question=question,
@@ -193,17 +178,9 @@ def _score(verifier: Verifier, pairs: list[Pair], halt: Stop | None) -> list[Pro
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
     tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
+    bars = Bars(tau, policy.verifier.max_uncertainty, verified.contradiction_min)
     results = [
-        decide_claim(
-            s.claim,
-            s.evidence,
-            s.probs,
-            s.rule,
-            threshold=tau,
-            max_uncertainty=policy.verifier.max_uncertainty,
-            correction_probs=s.correction_probs,
-            contradiction_min=verified.contradiction_min,
-        )
+        decide_claim(s.claim, s.evidence, s.probs, s.rule, bars, s.correction_probs)
         for s in verified.claims
     ]
     for s, r in zip(verified.claims, results, strict=True):
@@ -213,50 +190,3 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     results = harmonize([s.rule for s in verified.claims], results)
     rank_errors(verified.claims, results, tau, verified.ranker)
     return results
-
-
-def apply(
-    verified: Verified,
-    policy: Policy,
-    segment: Segment | None = None,
-    *,
-    results: list[ClaimResult] | None = None,
-    act: ActFn | None = None,
-) -> GuardReport:
-    """Stage 2: verdicts, answer action, the returned text, trust and the trust floor.
-
-    With ``segment`` the answer is one piece of a streamed answer: the text carries no
-    "Sources:" block, a piece whose claims are all removed is removed (not blocked), and
-    the trust floor judges ``segment.prior`` plus this piece. ``blocked`` then means the
-    stream must stop here; the claims keep the actions the piece's rendering gave them.
-    """
-    started = time.perf_counter()
-    results = decide(verified, policy) if results is None else results  # given: guards.adapter
-    action = answer_action(results, policy, act)
-    answer = verified.answer
-    if segment is None:
-        rendered = render(answer, results, policy, action, act=act)
-        if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
-            rendered = render(answer, results, policy, "block")
-    elif action == "block":
-        rendered = render(answer, results, policy, "block")
-    else:
-        rendered = render(
-            answer, results, policy, action, cited=segment.cited, segment=True, act=act
-        )
-        so_far = [*segment.prior, *results]
-        if below_floor(so_far, policy, rendered_trust(so_far)):
-            rendered.blocked = True
-            rendered.action = "block"
-    apply_ms = (time.perf_counter() - started) * 1000.0
-    report = GuardReport(
-        original=answer,
-        text=rendered.text,
-        claims=results,
-        trust=trust_score(results) if rendered.trust is None else rendered.trust,
-        action=rendered.action,
-        blocked=rendered.blocked,
-        latency_ms=verified.latency_ms + apply_ms,
-        verifier=verified.verifier,
-    )
-    return with_unverified_tail(report, verified.tail, policy) if verified.tail else report

@@ -1,10 +1,10 @@
 """One answer guarded piece by piece (``stream: sentence``): pure state, no I/O.
 
 The caller verifies each piece (:func:`guards.stages.verify`) and hands the result here;
-:meth:`StreamedAnswer.verified` applies the policy with the same :func:`guards.stages.apply`
+:meth:`StreamedAnswer.verified` applies the policy with the same :func:`guards.action.apply`
 as a buffered answer, in segment mode: citation numbers continue across pieces, the trust
 floor judges the answer so far. A piece that could not be verified comes as a report of
-:mod:`guards.failures` (:meth:`StreamedAnswer.unverified`).
+:mod:`guards.action` (:meth:`StreamedAnswer.unverified`).
 
 A ``block`` cannot recall what was sent: the blocked piece and all after it are withheld,
 the refusal is sent in their place, and every claim so far is marked ``blocked``.
@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from groundproxy.guards.rewrite import Cited, footnote_block, rendered_trust
-from groundproxy.guards.stages import Segment, Verified, apply
+from groundproxy.guards.action import Segment, apply, every_claim_removed, stronger
+from groundproxy.guards.decide import rendered_trust
+from groundproxy.guards.rewrite import Cited, footnote_block
+from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy
 
-_STRENGTH: dict[AnswerAction, int] = {
-    "none": 0, "annotate": 1, "flag": 2, "rewrite": 3, "unverified": 4, "block": 5
-}  # fmt: skip
 _SENT_ACTIONS = ("kept", "flagged", "annotated", "corrected", "removed")
 
 
@@ -51,8 +50,7 @@ class StreamedAnswer:
         self.verifier = ""
 
     def _raise_action(self, action: AnswerAction) -> None:
-        if _STRENGTH[action] > _STRENGTH[self.action]:
-            self.action = action
+        self.action = stronger(self.action, action)
 
     def _block(self) -> str:
         self.blocked = True
@@ -80,7 +78,7 @@ class StreamedAnswer:
         return piece.text, piece
 
     def unverified(self, report: GuardReport, offset: int, guard_ms: float) -> str:
-        """A piece whose guard failed or ran out of time (a :mod:`guards.failures` report)."""
+        """A piece whose guard failed or ran out of time (a :mod:`guards.action` failure report)."""
         self.original.append(report.original)
         self.guard_ms += guard_ms
         self.verifier = report.verifier or self.verifier
@@ -95,7 +93,7 @@ class StreamedAnswer:
         """Footnotes (and a refusal when every claim was removed), sent after the last piece."""
         if self.blocked:
             return ""
-        if self.results and all(r.action == "removed" for r in self.results):
+        if every_claim_removed(self.results):  # guards.action, row 9
             return self._block()
         if self.policy.citations == "footnotes" and self.cited:
             return "\n\n" + footnote_block(self.cited)

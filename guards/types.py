@@ -49,6 +49,22 @@ class Evidence:
     # the stored vectors of the index's evidence sentences (None: embedded live)
     sentences: SentenceVectors | None = field(default=None, compare=False, repr=False)
 
+    # A passage's id, spelled here only. ``ref`` names it in text the client reads
+    # (explanations, the "Sources:" block): ``handbook.md#c12``. ``citation_id`` is the id
+    # of the ``x-groundproxy-citations`` header (DESIGN, Contracts): ``doc:`` + ``ref`` for
+    # an index document, ``ref`` alone for the request's own messages (whose doc already
+    # reads ``request:<role>#<i>``).
+
+    @property
+    def ref(self) -> str:
+        """``<doc>#<chunk>``."""
+        return f"{self.doc}#{self.chunk}"
+
+    @property
+    def citation_id(self) -> str:
+        """``doc:<doc>#<chunk>`` for index documents, ``<doc>#<chunk>`` for request context."""
+        return self.ref if self.source == "request" else f"doc:{self.ref}"
+
 
 @dataclass(frozen=True)
 class Probs:
@@ -118,6 +134,13 @@ class GuardReport:
     latency_ms: float = 0.0
     verifier: str = ""
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
+
+    @property
+    def reported_trust(self) -> float | None:
+        """The trust as the body and headers report it: None ("no claims": nothing in the
+        answer to trust or distrust) for a verified answer without claims — an empty
+        answer, a tool call alone, a greeting; else :attr:`trust`."""
+        return None if not self.claims and not self.unverified else self.trust
 
 
 @runtime_checkable

@@ -71,15 +71,15 @@ GROUPS = ("supported", "other")
 
 def _features(
     *,
-    p: float,
-    tau: float,
+    decided: tuple[float, float, float],
     raw: tuple[float, float, float],
     verdict: tuple[float, float],
     rule: tuple[float, float],
     evidence: tuple[float, float],
-    entropy: float,
     sizes: tuple[float, int],
 ) -> dict[str, float]:
+    """``decided``: (P(supported) decided, the threshold in force, the entropy)."""
+    p, tau, entropy = decided
     raw_sup, raw_con, mean_sup = raw
     n_evidence, best = evidence
     words, n_claims = sizes
@@ -106,8 +106,7 @@ def risk_features(s: ScoredClaim, r: ClaimResult, tau: float, n_claims: int) -> 
     """The ranker's features of one decided claim (``tau``: the threshold in force)."""
     probs = s.probs
     return _features(
-        p=r.probs.supported,
-        tau=tau,
+        decided=(r.probs.supported, tau, r.probs.uncertainty()),
         raw=(
             max((x.supported for x in probs), default=0.0),
             max((x.contradicted for x in probs), default=0.0),
@@ -116,7 +115,6 @@ def risk_features(s: ScoredClaim, r: ClaimResult, tau: float, n_claims: int) -> 
         verdict=(float(r.verdict == "supported"), float(r.verdict == "contradicted")),
         rule=(float(not s.rule.ok), float(s.correction_probs is not None)),
         evidence=(float(len(s.evidence)), max((e.score for e in s.evidence), default=0.0)),
-        entropy=r.probs.uncertainty(),
         sizes=(float(len(s.claim.text.split())), n_claims),
     )
 
@@ -128,13 +126,11 @@ def features_from_claim_row(
     :data:`guards.adapter_signals.CLAIM_FIELDS`)."""
     c = dict(zip(fields, row, strict=False))
     return _features(
-        p=c["p_supported"],
-        tau=tau,
+        decided=(c["p_supported"], tau, c["uncertainty"]),
         raw=(c["raw_supported"], c["raw_contradicted"], c["mean_passage_supported"]),
         verdict=(c["supported"], c["contradicted"]),
         rule=(c["rule_failed"], c["correction"]),
         evidence=(c["n_evidence"], c["best_retrieval"]),
-        entropy=c["uncertainty"],
         sizes=(c["claim_words"], n_claims),
     )
 

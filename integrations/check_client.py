@@ -58,6 +58,22 @@ def context_messages(messages: object) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class CheckQuery:
+    """One answer to check, with what it replies to: the ``question``, the conversation
+    (``messages``, OpenAI-shaped; other fields are dropped) and/or plain ``context`` texts;
+    ``model``: the upstream model that wrote it; ``logprobs``: the upstream's, as the response
+    choice carried them (a dict or an object with ``model_dump``), for a tenant adapter that
+    reads them."""
+
+    answer: str
+    question: str | None = None
+    messages: object = None
+    context: Sequence[str] = ()
+    model: str | None = None
+    logprobs: object = None
+
+
 class CheckClient:
     """One HTTP client per plugin instance; ``api_base``/``api_key`` default to the
     ``GROUNDPROXY_API_BASE`` / ``GROUNDPROXY_API_KEY`` environment variables."""
@@ -83,26 +99,16 @@ class CheckClient:
             )
         return self._client
 
-    async def check(
-        self,
-        answer: str,
-        *,
-        question: str | None = None,
-        messages: object = None,
-        context: Sequence[str] = (),
-        model: str | None = None,
-        request_id: str | None = None,
-        logprobs: object = None,
-    ) -> CheckResult:
-        """``logprobs``: the upstream's, as the response choice carried them (a dict or an
-        object with ``model_dump``), for a tenant adapter that reads them."""
+    async def check(self, query: CheckQuery, request_id: str | None = None) -> CheckResult:
+        """The verdict for ``query`` (``request_id``: sent as ``x-request-id``)."""
         body: dict[str, Any] = {
-            "answer": answer,
-            "question": question,
-            "messages": context_messages(messages),
-            "context": list(context),
-            "model": model,
+            "answer": query.answer,
+            "question": query.question,
+            "messages": context_messages(query.messages),
+            "context": list(query.context),
+            "model": query.model,
         }
+        logprobs = query.logprobs
         dump = getattr(logprobs, "model_dump", None)
         plain = dump() if callable(dump) else logprobs
         if isinstance(plain, dict | list) and plain:

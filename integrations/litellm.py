@@ -5,7 +5,8 @@ Each answer the LiteLLM proxy is about to return goes to groundproxy's
 applied to the response: the returned text replaces the content (rewritten with corrections,
 annotated with citations, flagged), a ``block`` raises LiteLLM's guardrail error, and the
 verdict travels as the ``x-groundproxy-*`` response headers (non-streamed responses) and as
-a ``groundproxy`` object on the response (on the last chunk of a stream). LiteLLM's config::
+a ``groundproxy`` object on the response (on a stream's chunk with the ``finish_reason``:
+its last, unless the client asked for a usage chunk). LiteLLM's config::
 
     guardrails:
       - guardrail_name: groundproxy
@@ -28,7 +29,12 @@ from typing import Any
 from litellm.exceptions import GuardrailRaisedException
 from litellm.integrations.custom_guardrail import CustomGuardrail
 
-from groundproxy.integrations.check_client import CheckClient, CheckError, CheckResult
+from groundproxy.integrations.check_client import (
+    CheckClient,
+    CheckError,
+    CheckQuery,
+    CheckResult,
+)
 
 UNVERIFIED_HEADERS = {"x-groundproxy-action": "unverified"}
 
@@ -53,13 +59,10 @@ class GroundproxyGuardrail(CustomGuardrail):
         them); unreachable groundproxy → block, or with ``unreachable_fallback: fail_open``
         the answer unchanged and marked unverified."""
         try:
-            return await self.groundproxy.check(
-                answer,
-                messages=data.get("messages"),
-                model=data.get("model"),
-                request_id=data.get("litellm_call_id"),
-                logprobs=logprobs,
+            query = CheckQuery(
+                answer, messages=data.get("messages"), model=data.get("model"), logprobs=logprobs
             )
+            return await self.groundproxy.check(query, request_id=data.get("litellm_call_id"))
         except CheckError as exc:
             if not self.fail_open:
                 raise GuardrailRaisedException(
@@ -118,6 +121,7 @@ class GroundproxyGuardrail(CustomGuardrail):
                 if results[index].blocked:
                     raise self._refuse(results[index])
         verdict = next(iter(results.values()), None)
+        last = _verdict_chunk(chunks)
         answered: set[int] = set()
         for n, chunk in enumerate(chunks, start=1):
             for choice in getattr(chunk, "choices", None) or []:
@@ -127,6 +131,18 @@ class GroundproxyGuardrail(CustomGuardrail):
                     first = choice.index not in answered
                     delta.content = results[choice.index].answer if first else ""
                     answered.add(choice.index)
-            if n == len(chunks) and verdict is not None:
+            if n == last and verdict is not None:
                 chunk.groundproxy = verdict.groundproxy
             yield chunk
+
+
+def _verdict_chunk(chunks: list[Any]) -> int:
+    """The 1-based position of the chunk that carries the verdict: the last one with a
+    ``finish_reason`` (LiteLLM drops a trailing usage chunk it asked the upstream for when
+    the client did not: a verdict there would be lost), else the last chunk."""
+    ends = [
+        n
+        for n, chunk in enumerate(chunks, start=1)
+        if any(getattr(c, "finish_reason", None) for c in getattr(chunk, "choices", None) or [])
+    ]
+    return ends[-1] if ends else len(chunks)

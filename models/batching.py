@@ -48,32 +48,46 @@ class _Call(Generic[T, R]):
     error: BaseException | None = None
 
 
+@dataclass(frozen=True)
+class BatchOptions:
+    """``window_s`` (≤ 0: off), ``max_items`` per batch, ``observe(n)`` per batch run,
+    ``peers()`` how many callers could take part now (see MicroBatcher)."""
+
+    window_s: float = 0.002
+    max_items: int = 64
+    observe: Callable[[int], None] | None = None
+    peers: Callable[[], int] | None = None
+
+    def batcher(
+        self, run: Callable[[list[T]], R], split: Callable[[R, int, int], R], name: str
+    ) -> MicroBatcher[T, R]:
+        """A MicroBatcher with these options."""
+        return MicroBatcher(run, split, self, name)
+
+
 class MicroBatcher(Generic[T, R]):
     """Runs ``run(items)`` for many concurrent ``submit`` calls at once.
 
     ``split(result, start, stop)`` cuts one caller's part out of the batch result (rows
-    ``start:stop``); ``observe(n)`` is told the item count of every batch run.
+    ``start:stop``); ``options.observe(n)`` is told the item count of every batch run.
     """
 
     def __init__(
         self,
         run: Callable[[list[T]], R],
         split: Callable[[R, int, int], R],
-        *,
-        window_s: float = 0.002,
-        max_items: int = 64,
-        observe: Callable[[int], None] | None = None,
-        peers: Callable[[], int] | None = None,
+        options: BatchOptions | None = None,
         name: str = "batcher",
     ) -> None:
-        if max_items < 1:
+        options = options if options is not None else BatchOptions()
+        if options.max_items < 1:
             raise ValueError("max_items must be ≥ 1")
         self._run = run
         self._split = split
-        self.window_s = window_s
-        self.max_items = max_items
-        self._observe = observe
-        self._peers = peers
+        self.window_s = options.window_s
+        self.max_items = options.max_items
+        self._observe = options.observe
+        self._peers = options.peers
         self._name = name
         self._queue: queue.SimpleQueue[_Call[T, R] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -197,31 +211,6 @@ def _rows(a: npt.NDArray[np.float32], start: int, stop: int) -> npt.NDArray[np.f
 
 def _items(a: list[Probs], start: int, stop: int) -> list[Probs]:
     return a[start:stop]
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """``window_s`` (≤ 0: off), ``max_items`` per batch, ``observe(n)`` per batch run,
-    ``peers()`` how many callers could take part now (see MicroBatcher)."""
-
-    window_s: float = 0.002
-    max_items: int = 64
-    observe: Callable[[int], None] | None = None
-    peers: Callable[[], int] | None = None
-
-    def batcher(
-        self, run: Callable[[list[T]], R], split: Callable[[R, int, int], R], name: str
-    ) -> MicroBatcher[T, R]:
-        """A MicroBatcher with these options."""
-        return MicroBatcher(
-            run,
-            split,
-            window_s=self.window_s,
-            max_items=self.max_items,
-            observe=self.observe,
-            peers=self.peers,
-            name=name,
-        )
 
 
 class BatchingEmbedder:

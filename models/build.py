@@ -191,17 +191,27 @@ def _load(source: Source, kind: Kind) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
+@dataclass(frozen=True)
+class BuildSpec:
+    """How to read the source model (``groundproxy models build`` flags): ``kind``
+    (``auto``: from its config), ``max_length`` (None: 128 NLI / 256 causal) and
+    ``pair_order`` of an NLI model (``auto``: probed)."""
+
+    kind: Literal["auto", "nli", "causal-lm"] = "auto"
+    max_length: int | None = None
+    pair_order: Literal["auto", "evidence-claim", "claim-evidence"] = "auto"
+
+
 def build_model(
     source_spec: str,
     name: str,
     models_dir: Path,
-    kind: Literal["auto", "nli", "causal-lm"] = "auto",
-    max_length: int | None = None,
-    pair_order: Literal["auto", "evidence-claim", "claim-evidence"] = "auto",
+    spec: BuildSpec | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
     """Export, quantize, check and register ``source_spec`` as ``<models_dir>/<name>``;
     returns the written ``build.json`` content."""
+    spec = spec if spec is not None else BuildSpec()
     from groundproxy.models.registry import BUILTIN_NAMES
 
     if not NAME_RE.match(name) or name in BUILTIN_NAMES or "@" in name:
@@ -221,7 +231,7 @@ def build_model(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        meta = _build_into(tmp, source, name, kind, max_length, pair_order)
+        meta = _build_into(tmp, source, name, spec.kind, spec.max_length, spec.pair_order)
         meta["build_s"] = round(time.perf_counter() - started, 1)
         (tmp / BUILD_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if dest.exists():

@@ -116,7 +116,7 @@ class VerifierRegistry:
 
     ``embedder`` is the configured embedder (the server's ``GROUNDPROXY_EMBEDDER``): a
     verifier that embeds (``embedhead``) is built with it when it gives the vectors the
-    model was trained on; otherwise (e.g. ``hashing``, or the int8 MiniLM whose vectors
+    model was trained on; otherwise (e.g. a test double, or the int8 MiniLM whose vectors
     differ) with the one it was trained on, loaded by name through ``load_embedder``
     (default retrieval.embedder.load_embedder, one shared instance per process).
     """

@@ -110,11 +110,7 @@ class PolicyStore:
         """
         with self._lock:
             files, snap, fingerprint, now = self._scan({})
-            errors = [s.error for _, s in sorted(files.items()) if s.error]
-            errors += [e for _, e in sorted(snap.refused.items())]
-            if not snap.by_tenant:
-                detail = "; ".join(errors) if errors else "no *.yaml or *.yml files"
-                raise PolicyError(f"{self.directory}: no policy loaded: {detail}")
+            errors = self._fatal(files, snap)
             self._commit(files, snap, fingerprint, now)
             log.info(
                 "policies_loaded",
@@ -123,6 +119,28 @@ class PolicyStore:
                 errors=len(errors),
             )
             return errors
+
+    def check(self) -> list[str]:
+        """What :meth:`load` would report (raises the same PolicyError), loading nothing:
+        ``serve`` checks the folder before it starts."""
+        files, snap, _, _ = self._scan({})
+        return self._fatal(files, snap)
+
+    def _fatal(self, files: dict[Path, FileState], snap: Snapshot) -> list[str]:
+        """The errors of a scan from scratch; PolicyError when no policy loads."""
+        errors = [s.error for _, s in sorted(files.items()) if s.error]
+        errors += [e for _, e in sorted(snap.refused.items())]
+        if not snap.by_tenant:
+            detail = (
+                "; ".join(errors)
+                if errors
+                else (
+                    "no policy file (*.yaml, *.yml) in it: copy policies/demo.yaml there as "
+                    "<tenant>.yaml and edit it"
+                )
+            )
+            raise PolicyError(f"{self.directory}: no policy loaded: {detail}")
+        return errors
 
     def reload(self) -> list[str]:
         """Pick up changed, added and removed files; return current error messages.

@@ -1,9 +1,10 @@
 """Parse one policy file into a :class:`LoadedPolicy`, with errors people can act on.
 
 Every failure is a :class:`~groundproxy.errors.PolicyError` whose message names the file,
-the field path (``retrieval.top_k``) and, for an unknown key, the closest valid key::
+the line (``file:line:``, as compilers do), the field path (``retrieval.top_k``) and, for an
+unknown key, the closest valid key::
 
-    policies/acme.yaml: unknown key 'retreival' — did you mean 'retrieval'?
+    policies/acme.yaml:19: unknown key 'retreival' — did you mean 'retrieval'?
 
 Messages never echo a value from the file (a raw API key could be one).
 ``policies.loader`` re-exports the public names.
@@ -71,17 +72,21 @@ def parse_policy_bytes(
 
     ``environ`` (default ``os.environ``) supplies the ``key_env`` variable.
     """
-    doc = _parse_yaml(path, data)
-    if not isinstance(doc, dict):
-        kind = "empty" if doc is None else f"a {_yaml_kind(doc)}"
+    doc, text = _parse_yaml(path, data)
+    if doc is None:
         raise PolicyError(
-            f"{path}: a policy file must be a YAML mapping (tenant: …, keys: …), "
-            f"but the document is {kind}"
+            f"{path}:1: the policy file is empty: a policy needs at least tenant, keys and "
+            "upstream (policies/demo.yaml documents every field)"
+        )
+    if not isinstance(doc, dict):
+        raise PolicyError(
+            f"{path}:1: a policy file must be a YAML mapping (tenant: …, keys: …), "
+            f"but the document is a {_yaml_kind(doc)}"
         )
     try:
         policy = Policy.model_validate(doc)
     except ValidationError as exc:
-        raise _validation_error(path, exc) from None
+        raise _validation_error(path, exc, text) from None
     if path.stem != policy.tenant:
         raise PolicyError(
             f"{path}: tenant '{policy.tenant}' does not match the file name: "
@@ -149,21 +154,45 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _parse_yaml(path: Path, data: bytes) -> object:
+def _parse_yaml(path: Path, data: bytes) -> tuple[object, str]:
+    """The YAML document in ``data`` and its text."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader), text  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         # Only the problem and its position: str(exc) quotes the file's text.
         mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        where = f"{mark.line + 1}:{mark.column + 1}:" if mark else ""
         problem = exc.problem or exc.context or "syntax error"
-        raise PolicyError(f"{path}: invalid YAML{where}: {problem}") from None
+        hint = "" if "duplicate key" in problem else " (check the indentation and quoting there)"
+        raise PolicyError(f"{path}:{where} invalid YAML: {problem}{hint}") from None
     except yaml.YAMLError as exc:
         raise PolicyError(f"{path}: invalid YAML ({type(exc).__name__})") from None
+
+
+def line_of(text: str, loc: tuple[int | str, ...]) -> int:
+    """The 1-based line of the deepest node of ``loc`` (a pydantic error location) that the
+    YAML ``text`` holds: the key itself for a mapping key; 1 when none is found."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return 1
+    line = 0
+    for seg in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if getattr(k, "value", None) == str(seg)]
+            if not found:
+                break
+            line, node = found[0][0].start_mark.line, found[0][1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(seg, int) and seg < len(node.value):
+            node = node.value[seg]
+            line = node.start_mark.line
+        else:
+            break
+    return line + 1
 
 
 def _yaml_kind(doc: object) -> str:
@@ -177,15 +206,18 @@ def _yaml_kind(doc: object) -> str:
 # --- validation errors --------------------------------------------------------------------
 
 
-def _validation_error(path: Path, exc: ValidationError) -> PolicyError:
+def _validation_error(path: Path, exc: ValidationError, text: str) -> PolicyError:
+    """One message: ``path:LINE: what`` for the first error, ``line N: what`` for the rest."""
     parts: list[str] = []
     params: list[str] = []
     for err in exc.errors(include_url=False, include_input=False, include_context=False):
-        field, text = describe_error(err)
-        if text not in parts:
-            parts.append(text)
+        field, what = describe_error(err)
+        line = line_of(text, tuple(err["loc"]))
+        part = f"{path}:{line}: {what}" if not parts else f"line {line}: {what}"
+        if not any(p.endswith(what) for p in parts):
+            parts.append(part)
             params.append(field)
-    return PolicyError(f"{path}: " + "; ".join(parts), param=params[0] if params else None)
+    return PolicyError("; ".join(parts), param=params[0] if params else None)
 
 
 def describe_error(err: ErrorDetails) -> tuple[str, str]:

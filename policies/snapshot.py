@@ -15,7 +15,7 @@ from pathlib import Path
 import structlog
 
 from groundproxy.errors import PolicyError
-from groundproxy.policies.parsing import LoadedPolicy, parse_policy_bytes
+from groundproxy.policies.parsing import LoadedPolicy, line_of, parse_policy_bytes
 from groundproxy.policies.sharing import sharing_errors
 
 log = structlog.get_logger(__name__)
@@ -97,26 +97,40 @@ class _Claims:
             self.keys[h] = lp
 
     def conflict(self, lp: LoadedPolicy) -> tuple[LoadedPolicy, str] | None:
-        """The holder ``lp`` clashes with and why, or None. Names no key material."""
+        """The holder ``lp`` clashes with and why (``lp``'s file and line first), or None.
+        Names no key material."""
         holder = self.tenants.get(lp.tenant)
         if holder is not None:
-            return holder, f"tenant '{lp.tenant}' is already defined by {holder.path}"
+            return holder, (
+                f"{_where(lp, ('tenant',))}: tenant '{lp.tenant}' is already defined by "
+                f"{_where(holder, ('tenant',))}"
+            )
         for h in sorted(lp.key_hashes | lp.admin_key_hashes):
             holder = self.keys.get(h)
             if holder is not None:
+                label, loc = _key_label(lp, h)
                 return holder, (
-                    f"{_key_label(lp, h)} is already a key of tenant '{holder.tenant}' "
-                    f"({holder.path}); a key must name exactly one tenant"
+                    f"{_where(lp, loc)}: {label} is already a key of tenant "
+                    f"'{holder.tenant}' ({holder.path}); a key must name exactly one tenant"
                 )
         return None
 
 
-def _key_label(lp: LoadedPolicy, key_hash: str) -> str:
+def _where(lp: LoadedPolicy, loc: tuple[int | str, ...]) -> str:
+    """``file:line`` of the field ``loc`` of the policy ``lp``."""
+    try:
+        text = lp.path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return str(lp.path)
+    return f"{lp.path}:{line_of(text, loc)}"
+
+
+def _key_label(lp: LoadedPolicy, key_hash: str) -> tuple[str, tuple[int | str, ...]]:
     for field in ("keys", "admin_keys"):
         hashes: list[str] = getattr(lp.policy, field)
         if key_hash in hashes:
-            return f"{field}[{hashes.index(key_hash)}]"
-    return f"a key from key_env {lp.policy.key_env}"
+            return f"{field}[{hashes.index(key_hash)}]", (field, hashes.index(key_hash))
+    return f"a key from key_env {lp.policy.key_env}", ("key_env",)
 
 
 def mutual_clashes(candidates: list[Candidate]) -> dict[Path, str]:
@@ -133,17 +147,13 @@ def mutual_clashes(candidates: list[Candidate]) -> dict[Path, str]:
     refused: dict[Path, str] = {}
     for i, a in enumerate(fresh):
         for b in fresh[i + 1 :]:
-            claims = _Claims()
-            claims.add(b.new)
-            clash = claims.conflict(a.new)
-            if clash is None:
-                continue
             for mine, other in ((a, b), (b, a)):
-                why = (
-                    f"{mine.path}: claims the same tenant or key as tenant "
-                    f"'{other.new.tenant}' ({other.path}); both files are refused until "
-                    f"one is changed (a key must name exactly one tenant): {clash[1]}"
-                )
+                claims = _Claims()
+                claims.add(other.new)
+                clash = claims.conflict(mine.new)
+                if clash is None:
+                    break
+                why = f"{clash[1]}: both files are refused until one of them is changed"
                 refused.setdefault(mine.path, why)
     return refused
 
@@ -178,7 +188,7 @@ def resolve(
                 claims.add(cand.new)
                 accepted.add(cand.path)
                 continue
-            rejected[cand.path] = f"{cand.path}: {clash[1]}"
+            rejected[cand.path] = clash[1]
             if cand.last_good is None:
                 continue
             fallback_clash = claims.conflict(cand.last_good)
@@ -191,7 +201,7 @@ def resolve(
                 holder_reason = _Claims()
                 holder_reason.add(cand.last_good)
                 why = holder_reason.conflict(holder)
-                forced[holder.path] = f"{holder.path}: {why[1] if why else 'conflicts'}"
+                forced[holder.path] = why[1] if why else f"{holder.path}: conflicts"
             restart = True
             break
         if not restart:

@@ -1,4 +1,6 @@
-"""The FastAPI application. Models, indexes and litellm load in the lifespan, never at import."""
+"""The FastAPI application: :func:`build_app` is the one composition root.
+
+Models, indexes and litellm load in the lifespan, never at import (:mod:`proxy.deps`)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ from starlette.middleware.cors import CORSMiddleware
 
 from groundproxy.errors import GroundproxyError
 from groundproxy.policies.loader import PolicyStore
+from groundproxy.proxy.deps import Deps, build_deps
 from groundproxy.proxy.errors import install_error_handlers
 from groundproxy.proxy.forwarding import ForwardHeadersMiddleware, header_names
 from groundproxy.proxy.gc_pauses import GcPauses, freeze_startup, thaw
-from groundproxy.proxy.metrics import MetricsMiddleware, rss_bytes
+from groundproxy.proxy.metrics import Metrics, MetricsMiddleware, rss_bytes
 from groundproxy.proxy.middleware import RequestIdMiddleware
 from groundproxy.proxy.routes import (
     admin,
+    api_docs,
     chat,
     check,
     completions,
@@ -33,47 +37,12 @@ from groundproxy.proxy.routes import (
 )
 from groundproxy.proxy.routes import metrics as metrics_route
 from groundproxy.proxy.routes.aliases import UnprefixedRoutes
-from groundproxy.proxy.serving.guarding import build_guard
+from groundproxy.proxy.serving.endpoints import make_serving
 from groundproxy.proxy.serving.headers import EXPOSED_HEADERS
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
-from groundproxy.proxy.storage.backends import open_storage
-from groundproxy.proxy.upstream.client import UpstreamClient
-from groundproxy.retrieval.storage import TenantIndexes
 
 log = structlog.get_logger(__name__)
-
-
-def _load_resources(state: AppState) -> None:
-    if state.storage is not None:
-        state.storage.start()  # Postgres: connect and run the schema migrations
-    state.upstream = UpstreamClient()
-    guard = build_guard(state.settings, metrics=state.metrics, storage=state.storage)
-    state.guard, state.parts = guard, guard.parts  # before loading more: closed if that fails
-    tenants = state.policies.tenants()
-    verifier_names = sorted(
-        {p.policy.verifier.model for t in tenants if (p := state.policies.get(t)) is not None}
-    )
-    state.load_errors.extend(guard.warm_up(verifier_names))
-    by_index: dict[str, list[str]] = {}
-    for t in tenants:
-        if (p := state.policies.get(t)) is not None:
-            by_index.setdefault(p.policy.index_name, []).append(t)
-    failed = guard.parts.indexes.preload(sorted(by_index))
-    state.load_errors.extend(failed)
-    _warn_empty_indexes(guard.parts.indexes, by_index, failed)
-
-
-def _warn_empty_indexes(
-    indexes: TenantIndexes, by_index: dict[str, list[str]], failed: list[str]
-) -> None:
-    """One warning per tenant whose index holds no chunks: its answers can't be grounded."""
-    for name, tenants in sorted(by_index.items()):
-        if any(err.startswith(f"index {name}:") for err in failed):
-            continue
-        if indexes.get(name).count == 0:
-            for tenant in tenants:
-                log.warning("index_empty", tenant=tenant, index=name)
 
 
 def _open_policies(state: AppState, resources: ExitStack) -> None:
@@ -88,42 +57,29 @@ def _open_policies(state: AppState, resources: ExitStack) -> None:
         resources.callback(state.policies.uninstall_sighup)
 
 
-def _close_guard(state: AppState) -> None:
-    """Stop the micro-batching workers, then close every cached tenant index."""
-    if state.guard is not None:
-        state.guard.close()
-        state.guard.parts.indexes.close()
-
-
-def _close_traces(state: AppState) -> None:
-    if state.traces is not None:
-        state.traces.close()
-
-
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Opens every resource the app holds, and closes each (last opened, first closed) at
-    shutdown, or when a later one fails to open."""
+    """Builds the dependencies (unless ``build_app`` was given them), opens them, makes the
+    endpoints' serving objects; closes everything at shutdown or when a step fails."""
     state: AppState = app.state.gp
     with ExitStack() as resources:
         _open_policies(state, resources)
-        storage = state.storage or open_storage(state.settings.data, None)
-        state.traces = storage.traces()
-        if state.storage is not None:
-            resources.callback(state.storage.close)
-        resources.callback(_close_traces, state)
-        resources.callback(_close_guard, state)
+        deps = state.injected
         try:
-            await anyio.to_thread.run_sync(_load_resources, state)
+            if deps is None:  # the heavy part (models) — in a worker thread
+                deps = await anyio.to_thread.run_sync(build_deps, state.settings, state.metrics)
+            state.load_errors.extend(await anyio.to_thread.run_sync(deps.open, state.policies))
         except GroundproxyError as exc:
             log.error("startup_failed", error=exc.message)
+            if deps is not None:
+                await deps.close()
             raise
         # what start-up made is never walked by the collector again (proxy.gc_pauses)
         frozen, pauses = freeze_startup(), GcPauses(state.metrics.gc_pause)
         pauses.install()
         resources.callback(thaw)
         resources.callback(pauses.remove)
-        state.ready = True
+        state.serving = make_serving(deps)
         log.info(
             "ready",
             tenants=len(state.policies.tenants()),
@@ -135,10 +91,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            state.ready = False
-            close = getattr(state.upstream, "aclose", None)
-            if close is not None:
-                await close()
+            state.serving = None
+            await deps.close()
 
 
 def create_app_from_env() -> FastAPI:
@@ -148,19 +102,24 @@ def create_app_from_env() -> FastAPI:
 
     settings = Settings()
     configure_logging(settings.log_level)
-    return create_app(settings)
+    return build_app(settings)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def build_app(settings: Settings | None = None, deps: Deps | None = None) -> FastAPI:
+    """The one composition root: the FastAPI app for ``settings``, serving with ``deps``
+    (default: :func:`proxy.deps.build_deps`, called by the lifespan)."""
     settings = settings or Settings()
     app = FastAPI(
         title="groundproxy",
         version="0.1.0",
         description="OpenAI-compatible guardrail proxy",
         lifespan=lifespan,
+        docs_url=None,  # off unless asked for, then served offline (proxy.routes.api_docs)
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.api_docs else None,
     )
-    app.state.gp = AppState(settings=settings, policies=PolicyStore(settings.policies))
-    app.state.gp.storage = open_storage(settings.data, settings.database_url)
+    metrics = deps.metrics if deps is not None else Metrics()
+    app.state.gp = AppState(settings, PolicyStore(settings.policies), metrics, injected=deps)
     install_error_handlers(app)
     app.include_router(meta.router)
     app.include_router(chat.router)
@@ -173,6 +132,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(responses.router)  # POST /v1/responses (guarded)
     app.include_router(completions.router)  # POST /v1/completions (guarded)
     app.include_router(embeddings.router)  # POST /v1/embeddings (passed through)
+    if settings.api_docs:
+        app.include_router(api_docs.router)  # /docs, no CDN
     # innermost first; the request id is settled before the headers to forward are picked
     app.add_middleware(UnprefixedRoutes)  # the OpenAI routes without /v1
     allow = header_names(settings.forward_headers)

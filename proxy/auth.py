@@ -45,12 +45,24 @@ def tenant_for(request: Request, store: PolicyStore) -> LoadedPolicy:
     return loaded
 
 
+_ADMIN_ACTS = (("/groundproxy/documents", "manage documents"), ("/groundproxy/feedback",
+               "label answers"))  # fmt: skip
+
+
+def _admin_act(path: str) -> str:
+    """What an admin-only route does, for the 403 of a key that may not."""
+    return next((act for prefix, act in _ADMIN_ACTS if prefix in path), "use this endpoint")
+
+
 def admin_tenant_for(request: Request, store: PolicyStore) -> LoadedPolicy:
     key = bearer_key(request)
     loaded = store.lookup_admin_key(key)
     if loaded is None:
         if store.lookup_key(key) is not None:
-            raise PermissionDeniedError("this key may not manage documents: use an admin key")
+            raise PermissionDeniedError(
+                f"this key may not {_admin_act(request.url.path)}: that needs an admin key of "
+                "the tenant (one of its policy's admin_keys), not one of its API keys"
+            )
         raise _unknown_key()
     return loaded
 

@@ -9,6 +9,7 @@ that names the field (``temperature``, ``messages.0.content``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -24,13 +25,16 @@ class _NonFinite:
         self.literal = literal
 
 
-def _find_bad(data: Any) -> tuple[str, str] | None:
-    """``(field path, problem)`` of the first non-standard value, or None."""
+def find_bad(data: Any) -> tuple[str, str] | None:
+    """``(field path, problem)`` of the first non-standard value (a NaN / Infinity literal,
+    a float past the double range, a lone surrogate), or None."""
     stack: list[tuple[Any, str]] = [(data, "")]
     while stack:
         cur, path = stack.pop()
         if isinstance(cur, _NonFinite):
             return path, f"{cur.literal} is not a valid JSON number"
+        if isinstance(cur, float) and not math.isfinite(cur):
+            return path, "the number is not finite"
         if isinstance(cur, str) and _SURROGATE.search(cur):
             return path, "the string holds a lone UTF-16 surrogate (not valid Unicode)"
         if isinstance(cur, dict):
@@ -49,7 +53,7 @@ def _find_bad(data: Any) -> tuple[str, str] | None:
 def loads_strict(text: str) -> Any:
     """``json.loads`` that refuses NaN/Infinity literals and lone surrogates (400, named)."""
     data = json.loads(text, parse_constant=_NonFinite)
-    bad = _find_bad(data)
+    bad = find_bad(data)
     if bad is not None:
         path, problem = bad
         raise BadRequestError(f"'{path or '(body)'}': {problem}", param=path or None)

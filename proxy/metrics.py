@@ -19,7 +19,8 @@ What is measured:
                                                       a stream until its last chunk)
 ``groundproxy_tokens_total{tenant,kind}``             prompt/completion tokens the upstream
                                                       reported in ``usage``
-``groundproxy_cache_{hits,misses}`` / ``..._hit_ratio``  the verdict cache, read at scrape time
+``groundproxy_cache_{hits,misses}_total``             the verdict cache (counters), and its
+``groundproxy_cache_hit_ratio`` / ``..._entries``     ratio and size, read at scrape time
                                                       from any object with ``stats()``
 ``groundproxy_verifier_batch_size``                   pairs per verifier batch (``observe_batch``)
 ``groundproxy_batch_size{model}``                     items per model call after micro-batching
@@ -42,7 +43,7 @@ from typing import Any, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -109,9 +110,11 @@ class _CacheCollector(Collector):
     def __init__(self) -> None:
         self.sources: dict[str, Callable[[], StatsSource | None]] = {}
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        hits = GaugeMetricFamily("groundproxy_cache_hits", "cache hits so far", labels=["cache"])
-        misses = GaugeMetricFamily(
+    def collect(self) -> Iterable[Metric]:
+        # counters: exposed as groundproxy_cache_{hits,misses}_total (TYPE counter), so that
+        # rate() and increase() apply
+        hits = CounterMetricFamily("groundproxy_cache_hits", "cache hits so far", labels=["cache"])
+        misses = CounterMetricFamily(
             "groundproxy_cache_misses", "cache misses so far", labels=["cache"]
         )
         ratio = GaugeMetricFamily(
@@ -159,7 +162,7 @@ class _WorkerCollector(Collector):
 
 
 class Metrics:
-    """The app's metrics: made by ``create_app`` (``AppState.metrics``), passed to who records."""
+    """The app's metrics: made by ``build_app`` (``AppState.metrics``), passed to who records."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)

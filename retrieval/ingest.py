@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from groundproxy.errors import BadRequestError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.ids import UniqueIds
+from groundproxy.retrieval.ingest_progress import IngestBar, estimate_chunks
 from groundproxy.retrieval.names import validate_doc_id
-from groundproxy.retrieval.readers import SourceDocument, read_documents
+from groundproxy.retrieval.readers import (
+    SUPPORTED_SUFFIXES,
+    SourceDocument,
+    list_sources,
+    read_source,
+)
 from groundproxy.retrieval.writer import IndexWriter
 
-_CHARS_PER_CHUNK = 450  # the progress bar's first guess, corrected per document
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _Target = TypeVar("_Target")
@@ -66,39 +71,49 @@ def with_writer_of(
     return run
 
 
+# One source of documents (a file, or one text): its chunk estimate and its documents, read
+# lazily when the ingest reaches it.
+Source = tuple[int, Iterable[SourceDocument]]
+
+
 def ingest_docs(
     open_writer: WriterOpener,
     tenant: str,
-    docs: Iterable[SourceDocument],
+    sources: Sequence[Source],
     embedder: Embedder,
     progress: bool,
 ) -> IngestResult:
-    from tqdm import tqdm
-
+    """Upsert every document of ``sources`` in one commit; the bar (``progress``) counts the
+    chunks embedded against a total known from the start (retrieval.ingest_progress)."""
     counts = {"added": 0, "replaced": 0, "unchanged": 0}
-    # The bar counts chunks embedded; its total grows by an estimate as each document is
-    # read and is corrected once the document is chunked, so the ETA holds for big files.
-    bar = tqdm(
-        total=0, desc=f"ingest {tenant}", unit="chunk", file=sys.stderr, disable=not progress
-    )
-    with open_writer(tenant, embedder) as writer:
-        writer.on_embedded = bar.update
+    estimates = [n for n, _ in sources]
+    # the writer first: a bad tenant name or data folder is an error before any bar shows
+    with open_writer(tenant, embedder) as writer, IngestBar(tenant, estimates, progress) as bar:
+        writer.on_embedded = bar.embedded
         unique = UniqueIds()
-        for i, doc in enumerate(docs):
-            unique.add(doc.doc_id, doc.source_path or f"documents[{i}]")
-            estimate = max(1, len(doc.text) // _CHARS_PER_CHUNK)
-            bar.total += estimate
-            bar.refresh()
-            before = writer.chunks_added
-            counts[writer.upsert(doc.doc_id, doc.text, doc.source_path)] += 1
-            bar.total += writer.chunks_added - before - estimate
-            bar.set_postfix(docs=i + 1, refresh=False)
+        for _, docs in sources:
+            for doc in docs:
+                where = doc.source_path or f"documents[{sum(counts.values())}]"
+                unique.add(doc.doc_id, where)
+                before = writer.chunks_added
+                counts[writer.upsert(doc.doc_id, doc.text, doc.source_path)] += 1
+                bar.document(writer.chunks_added - before)
+            bar.source_done()
         version = writer.commit()
         chunks_added = writer.chunks_added
-    bar.close()
     return IngestResult(
         counts["added"], counts["replaced"], counts["unchanged"], chunks_added, version
     )
+
+
+@dataclass(frozen=True)
+class FileOptions:
+    """How files are read: ``skip_errors`` — a file that cannot be read is skipped (reported
+    in ``skipped``) instead of aborting the ingest; ``follow_symlinks`` — a symlink in a
+    folder that points outside it is ingested instead of refused."""
+
+    skip_errors: bool = False
+    follow_symlinks: bool = False
 
 
 def ingest_paths_with(
@@ -107,21 +122,26 @@ def ingest_paths_with(
     paths: Sequence[Path],
     embedder: Embedder,
     progress: bool = True,
-    *,
-    skip_errors: bool = False,
-    follow_symlinks: bool = False,
+    files: FileOptions | None = None,
 ) -> IngestResult:
-    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr.
+    """Ingest files and folders (.txt .md .html .pdf .jsonl) with a progress bar on stderr,
+    read as ``files`` says (default: a bad file aborts, outside symlinks are refused).
 
-    ``skip_errors``: a file that cannot be read is skipped (reported in ``skipped``) instead
-    of aborting the ingest. ``follow_symlinks``: a symlink in a folder that points outside
-    it is ingested instead of refused.
-    """
+    The files are listed first (a missing path, or nothing to ingest, is an error before
+    anything is read)."""
+    options = files if files is not None else FileOptions()
+    found = list_sources(paths)
+    if not found:
+        given = ", ".join(str(p) for p in paths)
+        raise BadRequestError(
+            f"nothing to ingest in {given}: no {' '.join(sorted(SUPPORTED_SUFFIXES))} file"
+        )
     skipped: list[str] = []
-    docs = read_documents(
-        paths, skipped=skipped if skip_errors else None, follow_symlinks=follow_symlinks
-    )
-    result = ingest_docs(open_writer, tenant, docs, embedder, progress)
+    keep = skipped if options.skip_errors else None
+    sources = [
+        (estimate_chunks(f.size), read_source(f, keep, options.follow_symlinks)) for f in found
+    ]
+    result = ingest_docs(open_writer, tenant, sources, embedder, progress)
     return dataclasses.replace(result, skipped=skipped)
 
 
@@ -132,7 +152,8 @@ def ingest_texts_with(
     embedder: Embedder,
 ) -> IngestResult:
     """Ingest ``(doc_id, text)`` pairs; every id is validated before anything is written."""
-    return ingest_docs(open_writer, tenant, text_sources(docs), embedder, False)
+    sources = [(estimate_chunks(len(d.text)), [d]) for d in text_sources(docs)]
+    return ingest_docs(open_writer, tenant, sources, embedder, False)
 
 
 def text_sources(docs: Sequence[tuple[str, str]]) -> list[SourceDocument]:

@@ -128,6 +128,13 @@ CREATE TABLE gp_adapters (
 );
 """,
     ),
+    (
+        4,
+        # a reviewer's label by request id (proxy.routes.feedback): looked up per tenant
+        """
+CREATE INDEX gp_trace_nodes_by_request ON gp_trace_nodes (tenant, request_id);
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 

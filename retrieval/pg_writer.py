@@ -130,6 +130,8 @@ class PgIndexWriter(WriterBase):
         texts = [p[2] for p in self._pending]
         for i in range(0, len(texts), self._batch_chunks):  # the verifier's evidence sentences
             store_sentences(self._conn, self.tenant, texts[i : i + self._batch_chunks], emb)
+            if self.on_embedded is not None:
+                self.on_embedded(len(texts[i : i + self._batch_chunks]))
         self._pending.clear()
 
     def _commit_changes(self) -> int:

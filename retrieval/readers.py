@@ -36,6 +36,58 @@ class SourceDocument:
     source_path: str | None
 
 
+@dataclass(frozen=True)
+class SourceFile:
+    """One file to read: given directly (``root`` None) or found in the folder ``root``."""
+
+    root: Path | None
+    path: Path
+    rel: str  # its doc id (the path relative to ``root``, or the base name)
+    size: int  # bytes (0 when it cannot be stat-ed: reading it says why)
+
+
+def list_sources(paths: Sequence[Path]) -> list[SourceFile]:
+    """Every file an ingest of ``paths`` reads, listed before any is read (so a progress bar
+    knows its total, and a path that does not exist, or a file given directly of a type not
+    supported, is an error before anything is read)."""
+    out: list[SourceFile] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for file, rel in _walk(path):
+                if file.suffix.lower() not in SUPPORTED_SUFFIXES:
+                    log.warning("skipping %s: unsupported file type", file)
+                    continue
+                out.append(SourceFile(path, file, rel, _size(file)))
+        elif path.is_file():
+            if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                raise BadRequestError(
+                    f"cannot ingest {path}: unsupported file type {path.suffix or '(none)'} "
+                    f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})"
+                )
+            out.append(SourceFile(None, path, path.name, _size(path)))
+        else:
+            raise BadRequestError(f"cannot ingest {path}: no such file or folder")
+    return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # a dangling symlink: reading it reports it
+        return 0
+
+
+def read_source(
+    src: SourceFile, skipped: list[str] | None = None, follow_symlinks: bool = False
+) -> Iterator[SourceDocument]:
+    """The documents of one listed file (:func:`read_documents` for the rules)."""
+    if src.root is None:
+        yield from read_file(src.path, src.rel)
+    else:
+        yield from _read_checked(src.root, src.path, src.rel, skipped, follow_symlinks)
+
+
 def read_documents(
     paths: Sequence[Path],
     skipped: list[str] | None = None,
@@ -47,23 +99,8 @@ def read_documents(
     ``follow_symlinks``. With ``skipped`` (a list), a file that cannot be read is skipped
     and ``"<file>: <why>"`` appended to it; otherwise its error ends the ingest.
     """
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            for file, rel in _walk(path):
-                if file.suffix.lower() not in SUPPORTED_SUFFIXES:
-                    log.warning("skipping %s: unsupported file type", file)
-                    continue
-                yield from _read_checked(path, file, rel, skipped, follow_symlinks)
-        elif path.is_file():
-            if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-                raise BadRequestError(
-                    f"cannot ingest {path}: unsupported file type {path.suffix or '(none)'} "
-                    f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})"
-                )
-            yield from read_file(path, path.name)
-        else:
-            raise BadRequestError(f"cannot ingest {path}: no such file or folder")
+    for src in list_sources(paths):
+        yield from read_source(src, skipped, follow_symlinks)
 
 
 def _read_checked(
@@ -135,6 +172,7 @@ def _read_pdf(path: Path) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings: the error says enough
     try:
         reader = PdfReader(path)
         pages = [(page.extract_text() or "").strip() for page in reader.pages]

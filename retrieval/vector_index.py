@@ -93,24 +93,24 @@ class HnswVectorIndex:
         m: int = DEFAULT_M,
         ef_construction: int = DEFAULT_EF_CONSTRUCTION,
         add_threads: int | None = None,
-        _index: Any = None,
-        _deleted: int = 0,
     ) -> None:
         import hnswlib
 
+        index = hnswlib.Index(space="cosine", dim=dim)
+        index.init_index(
+            max_elements=max(1, max_elements),
+            M=m,
+            ef_construction=ef_construction,
+            allow_replace_deleted=True,
+        )
+        self._adopt(dim, index, 0, add_threads)
+
+    def _adopt(self, dim: int, index: Any, deleted: int, add_threads: int | None) -> None:
         self._dim = dim
         self._add_threads = max(1, add_threads or os.cpu_count() or 1)
         self._lock = threading.Lock()
-        self._deleted = _deleted
-        if _index is None:
-            _index = hnswlib.Index(space="cosine", dim=dim)
-            _index.init_index(
-                max_elements=max(1, max_elements),
-                M=m,
-                ef_construction=ef_construction,
-                allow_replace_deleted=True,
-            )
-        self._index = _index
+        self._deleted = deleted
+        self._index = index
 
     @classmethod
     def load(cls, path: Path, dim: int, *, deleted: int = 0) -> HnswVectorIndex:
@@ -126,7 +126,9 @@ class HnswVectorIndex:
             raise IndexStoreError(f"vector index {path} has dim {index.dim}, expected {dim}")
         if not 0 <= deleted <= index.get_current_count():
             raise IndexStoreError(f"vector index {path}: deleted count {deleted} is impossible")
-        return cls(dim, _index=index, _deleted=deleted)
+        loaded = cls.__new__(cls)
+        loaded._adopt(dim, index, deleted, None)
+        return loaded
 
     @property
     def dim(self) -> int:

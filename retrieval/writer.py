@@ -13,7 +13,6 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Unpack
 
@@ -82,7 +81,6 @@ class IndexWriter(WriterBase):
         super().__init__(tenant, embedder, options)
         self._dir = Path(data_dir) / self.tenant
         self._pending: dict[int, str] = {}
-        self.on_embedded: Callable[[int], None] | None = None  # chunks embedded, per batch
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -23,7 +23,7 @@ class WriterOptions(TypedDict, total=False):
     """Keyword options of both backends' writers (defaults in :class:`WriterBase`)."""
 
     max_chars: int  # chunk size (600)
-    batch_chunks: int  # chunks per embedder call (256)
+    batch_chunks: int  # chunks per embedder call (32)
     lock_timeout: float  # seconds to wait for the tenant's other writer (600)
 
 
@@ -34,13 +34,16 @@ class WriterBase:
         self.tenant = validate_tenant(tenant)
         self._embedder = embedder
         self._max_chars = options.get("max_chars", 600)
-        self._batch_chunks = max(1, options.get("batch_chunks", 256))
+        # 32: the ingest's progress bar moves every 32 chunks; 256 was no faster (200 small
+        # documents, ~250 chunks: 46.7 / 47.8 s at 32 vs 52.0 / 51.7 s at 256, loaded machine)
+        self._batch_chunks = max(1, options.get("batch_chunks", 32))
         # how long to wait for another writer of the tenant before failing
         self._lock_timeout = options.get("lock_timeout", 600.0)
         self._changed = False
         self._failed = False
         self._done = True  # until fully opened: nothing for close() or __del__ to undo
         self.chunks_added = 0
+        self.on_embedded: Callable[[int], None] | None = None  # chunks embedded, per batch
 
     def _check_same_embedder(self, dim: int, name: str) -> None:
         """Refuse to add this writer's embedder's vectors to an index built by another."""

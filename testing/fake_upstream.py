@@ -7,7 +7,11 @@ else the default answer. A rule may answer with tool calls too:
 ``"tool_calls": [{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]``
 (``answer`` then is optional prose beside them; ``finish_reason`` is ``tool_calls``), or with
 a legacy ``"function_call": {"name": ..., "arguments": ...}``. Answers carry
-``system_fingerprint``; ``logprobs: true`` adds one logprob per word (the rule's ``"logprob"``,
+``system_fingerprint``. A rule may also script an odd answer: ``"body"`` is sent as the 200
+body as it is (a JSON value, or a string sent verbatim: ``NaN``, broken JSON) to a plain
+request — chat, ``/v1/completions`` (matched on the prompt) or ``/v1/embeddings`` (on the
+input) — and ``"chunks"`` (each a JSON value or a verbatim string) are a stream's events
+before ``[DONE]``. ``logprobs: true`` adds one logprob per word (the rule's ``"logprob"``,
 default -0.5), and streams send a final
 ``choices: []`` usage chunk when ``stream_options.include_usage`` is set.
 Model names switch on failure modes for tests:
@@ -21,6 +25,9 @@ Model names switch on failure modes for tests:
 - ``cut-stream`` → a stream that stops mid-answer without ``[DONE]``
 - ``drip-<seconds>`` → a stream that waits ``<seconds>`` before each word
 - ``fail-429`` / ``fail-503`` → HTTP 429 / 503 with an OpenAI error body and ``retry-after: 7``
+- ``fail-401`` / ``fail-403`` / ``fail-404`` / ``fail-409`` / ``fail-422`` → that status with
+  the error body OpenAI sends for it (a wrong key: 401 ``invalid_api_key`` quoting a key; a
+  wrong model name: 404 ``model_not_found``; :data:`CLIENT_ERRORS`)
 - ``huge-error`` → HTTP 503 whose OpenAI error message is 3 MB of key-shaped text (the
   size that froze litellm's secret redaction on the event loop), ``retry-after: 7``
 
@@ -57,7 +64,6 @@ from groundproxy.testing.fake_bodies import (
     DEFAULT_ANSWER,
     completion_body,
     embedding_body,
-    pick_answer,
     pick_rule,
     stream_chunks,
     text_completion_body,
@@ -76,8 +82,32 @@ def _huge_error() -> Response:
     )
 
 
+# ``fail-NNN`` models: what OpenAI itself answers with that status (message, type, code)
+CLIENT_ERRORS: dict[int, tuple[str, str, str | None]] = {
+    401: (
+        "Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz012345. You can find "
+        "your API key at https://platform.openai.com/account/api-keys.",
+        "invalid_request_error",
+        "invalid_api_key",
+    ),
+    403: ("Project does not have access to model gpt-5.", "invalid_request_error", None),
+    404: (
+        "The model `gpt-4o-typo` does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model_not_found",
+    ),
+    409: ("Another request is updating this resource.", "invalid_request_error", "conflict"),
+    422: ("Unprocessable: tools[0].function.name is empty.", "invalid_request_error", None),
+}
+
+
 def _status_error(status: int) -> JSONResponse:
-    """``fail-429`` / ``fail-503``: an OpenAI error body and a ``retry-after`` header."""
+    """``fail-429`` / ``fail-503``: an OpenAI error body and a ``retry-after`` header;
+    ``fail-401`` … ``fail-422``: OpenAI's own error body for that status."""
+    if status in CLIENT_ERRORS:
+        message, kind, code = CLIENT_ERRORS[status]
+        error = {"message": message, "type": kind, "param": None, "code": code}
+        return JSONResponse({"error": error}, status_code=status)
     kind = "rate_limit_exceeded" if status == 429 else "overloaded"
     error = {"message": f"upstream says {kind}", "type": kind, "param": None, "code": kind}
     return JSONResponse({"error": error}, status_code=status, headers={"retry-after": "7"})
@@ -133,6 +163,31 @@ def _echo_key(request: Request) -> JSONResponse:
     )
 
 
+def _verbatim(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _scripted(rule: dict[str, Any], stream: bool) -> Response | None:
+    """A rule's scripted ``body`` (plain) or ``chunks`` (stream), sent as they are."""
+    if stream and "chunks" in rule:
+
+        async def events() -> AsyncIterator[bytes]:
+            for chunk in rule["chunks"]:
+                yield f"data: {_verbatim(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+    if not stream and "body" in rule:
+        return Response(_verbatim(rule["body"]), media_type="application/json")
+    return None
+
+
+def _as_chat(text: Any) -> dict[str, Any]:
+    """A prompt or an embeddings input as a chat body, for the rules' ``match``."""
+    text = text if isinstance(text, str) else " ".join(map(str, text or []))
+    return {"messages": [{"role": "user", "content": text}]}
+
+
 def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> Starlette:
     state: dict[str, Any] = {"last": None, "headers": None}
     stats = {"started": 0, "finished": 0, "disconnected": 0, "inflight": 0}
@@ -173,7 +228,7 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             return _echo_key(request)
         if model == "huge-error":
             return _huge_error()
-        if model in ("fail-429", "fail-503"):
+        if model in ("fail-429", "fail-503") or model in {f"fail-{n}" for n in CLIENT_ERRORS}:
             return _status_error(int(model.removeprefix("fail-")))
         if model == "fail-400":
             return JSONResponse(
@@ -194,6 +249,9 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         if model == "bad-json":
             return Response(b"{this is not json", media_type="application/json")
         rule = pick_rule(script, body, default)
+        scripted = _scripted(rule, bool(body.get("stream")))
+        if scripted is not None:
+            return scripted
         answer = str(rule.get("answer") or "")
         if body.get("stream"):
             return StreamingResponse(
@@ -228,7 +286,13 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
         state["last"], state["headers"] = body, dict(request.headers)
         model = str(body.get("model", ""))
         if model.startswith("fail-"):
-            return _status_error(429 if model == "fail-429" else 503)
+            status = int(model.removeprefix("fail-"))
+            return _status_error(
+                status if status in CLIENT_ERRORS else 429 if status == 429 else 503
+            )
+        scripted = _scripted(pick_rule(script, _as_chat(body.get("input")), default), False)
+        if scripted is not None:
+            return scripted
         return JSONResponse(
             embedding_body(body.get("input", ""), model, body.get("encoding_format"))
         )
@@ -241,9 +305,11 @@ def build_app(script: list[dict[str, Any]], default: str = DEFAULT_ANSWER) -> St
             request, float(model.removeprefix("slow-"))
         ):
             return Response(status_code=499)
-        prompt = body.get("prompt", "")
-        prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
-        answer = pick_answer(script, {"messages": [{"role": "user", "content": prompt}]}, default)
+        rule = pick_rule(script, _as_chat(body.get("prompt", "")), default)
+        scripted = _scripted(rule, bool(body.get("stream")))
+        if scripted is not None:
+            return scripted
+        answer = str(rule.get("answer") or "")
         if not body.get("stream"):
             return JSONResponse(text_completion_body(answer, model))
 

@@ -10,19 +10,25 @@ chunk parser (:class:`~proxy.upstream.types.ChunkStream`), so a cut stream fails
 one does. Every call is recorded in ``calls``.
 
     fake = FakeUpstream([{"match": "warranty", "answer": "It lasts 12 months."}])
-    app.state.gp.upstream = fake      # after the app's lifespan started
+    app = build_app(settings, build_deps(settings).replace(upstream=fake))
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from groundproxy.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
-from groundproxy.proxy.upstream.types import ChunkStream, Completion, UpstreamAnswer, collect
+from groundproxy.proxy.upstream.types import (
+    ChunkStream,
+    Completion,
+    Upstream,
+    UpstreamAnswer,
+    UpstreamCall,
+)
 from groundproxy.testing.fake_bodies import (
     DEFAULT_ANSWER,
     completion_body,
@@ -57,7 +63,7 @@ def _passthrough(error: Exception) -> Exception:
     return error  # the fake raises our own errors already
 
 
-class FakeUpstream:
+class FakeUpstream(Upstream):
     """Scripted in-process upstream (see the module docstring)."""
 
     def __init__(
@@ -70,18 +76,12 @@ class FakeUpstream:
     def _rule(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         return pick_rule(self.rules, {"messages": messages}, self.default)
 
-    async def _open(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-        stream: bool,
-    ) -> None:
+    async def _open(self, call: UpstreamCall, stream: bool) -> None:
         """Record the call and play the model's failure mode (the error types and codes
         the real client maps those upstream failures to; the messages are the fake's)."""
-        self.calls.append(FakeCall(model, messages, dict(extra), stream, upstream))
-        model = _bare(model)
+        self.calls.append(FakeCall(call.model, call.messages, dict(call.extra), stream,
+                                   call.upstream))  # fmt: skip
+        model = _bare(call.model)
         if model == "fail-500":
             raise UpstreamError("upstream returned 500: upstream exploded")
         if model == "fail-400":
@@ -92,57 +92,38 @@ class FakeUpstream:
         if wait:
             await asyncio.sleep(wait)
 
-    async def complete(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-        stream: bool = False,
-    ) -> UpstreamAnswer:
-        if stream:
-            return await collect(await self.stream(upstream, model, messages, extra))
+    async def answer(self, call: UpstreamCall) -> UpstreamAnswer:
         started = time.perf_counter()
-        await self._open(upstream, model, messages, extra, stream=False)
-        rule = self._rule(messages)
+        await self._open(call, stream=False)
+        rule = self._rule(call.messages)
         answer = str(rule.get("answer") or "")
-        body = completion_body(answer, _bare(model), rule, bool(extra.get("logprobs")))
+        body = completion_body(answer, _bare(call.model), rule, bool(call.extra.get("logprobs")))
         return UpstreamAnswer(Completion.from_body(body), time.perf_counter() - started)
 
-    async def stream(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-    ) -> ChunkStream:
+    async def open_stream(self, call: UpstreamCall) -> ChunkStream:
         started = time.perf_counter()
-        await self._open(upstream, model, messages, extra, stream=True)
-        name = _bare(model)
-        rule = self._rule(messages)
+        await self._open(call, stream=True)
+        name = _bare(call.model)
+        rule = self._rule(call.messages)
         chunks = stream_chunks(
             str(rule.get("answer") or ""),
             name,
             cut=name == "cut-stream",
             drip_s=_seconds(name, "drip-"),
             rule=rule,
-            options=extra,
+            options=call.extra,
         )
         return ChunkStream(chunks, _passthrough, started)
 
-    async def embed(
-        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: dict[str, Any]
-    ) -> tuple[dict[str, Any], float]:
+    async def embeddings(self, call: UpstreamCall, inputs: Any) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
-        await self._open(upstream, model, [], {**extra, "input": inputs}, stream=False)
-        body = embedding_body(inputs, _bare(model), extra.get("encoding_format"))
+        await self._open(replace(call, extra={**call.extra, "input": inputs}), stream=False)
+        body = embedding_body(inputs, _bare(call.model), call.extra.get("encoding_format"))
         return body, time.perf_counter() - started
 
-    async def text_complete(
-        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]
-    ) -> tuple[dict[str, Any], float]:
+    async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
         messages = [{"role": "user", "content": str(prompt)}]
-        await self._open(upstream, model, messages, extra, stream=False)
+        await self._open(replace(call, messages=messages), stream=False)
         answer = str(self._rule(messages).get("answer") or "")
-        return text_completion_body(answer, _bare(model)), (time.perf_counter() - started)
+        return text_completion_body(answer, _bare(call.model)), (time.perf_counter() - started)

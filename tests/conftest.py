@@ -3,6 +3,7 @@ fake-upstream server process, and test tenants' policy files."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -20,7 +21,8 @@ from groundproxy.policies.keys import hash_key
 from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
 
 SAMPLES = Path(__file__).resolve().parent.parent / "testing" / "samples"
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# small seeded slices of ../shared/data, vendored (tests/data/README.md): no test reads ../shared
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 KEYS = {
     "acme": "sk-acme-test-key",
@@ -45,6 +47,15 @@ ACCEPT_ALL: dict[str, Any] = {
     "verifier": "embedhead",
 }
 
+# a JSON answer whose numbers and date are wrong against testing/samples (12 months, 599
+# euros, March 2024): tests/proxy/test_json_facts_api.py
+PRODUCT_SHEET = json.dumps({
+    "product": "Acme vacuum robot",
+    "warranty_months": 24,
+    "battery_warranty_months": 6,
+    "models": [{"name": "Acme R3", "launched": "2023-03", "price_eur": 699}],
+})  # fmt: skip
+
 UPSTREAM_SCRIPT: dict[str, Any] = {
     "default": "I do not know.",
     "rules": [
@@ -59,6 +70,12 @@ UPSTREAM_SCRIPT: dict[str, Any] = {
             "for a full refund.",
         },
         {"match": "context question", "answer": "The meeting is on Tuesday at 10:00 in room 4."},
+        {"match": "product sheet", "answer": PRODUCT_SHEET},
+        {
+            "match": "weather in",
+            "answer": "Let me look that up.",
+            "tool_calls": [{"name": "get_weather", "arguments": '{"city": "Paris"}'}],
+        },
     ],
 }
 
@@ -71,6 +88,11 @@ def _policy(tenant: str, upstream_port: int, **overrides: Any) -> dict[str, Any]
             "gpt-4o-mini",
             "fail-500",
             "fail-400",
+            "fail-401",
+            "fail-403",
+            "fail-404",
+            "fail-409",
+            "fail-422",
             "bad-json",
             "cut-stream",
             "slow-3",
@@ -128,8 +150,6 @@ def share_index_files(directory: Path) -> None:
 def upstream_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = free_port()
     script = tmp_path_factory.mktemp("upstream") / "script.json"
-    import json
-
     script.write_text(json.dumps(UPSTREAM_SCRIPT), encoding="utf-8")
     proc: subprocess.Popen[bytes] = start_fake_upstream(port, script)
     try:
@@ -237,3 +257,17 @@ def _structlog_defaults_after_cli_tests() -> Iterator[None]:
 
     if structlog.is_configured():
         structlog.reset_defaults()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many answers this run validated against OpenAI's spec, per schema (a violation
+    fails the test that got it, so every one counted here was clean)."""
+    from tests.spec_check import CHECKED
+
+    if CHECKED:
+        total = sum(CHECKED.values())
+        each = ", ".join(f"{name} {n}" for name, n in sorted(CHECKED.items()))
+        terminalreporter.write_line(
+            f"OpenAI spec: {total} bodies / events validated clean ({each}); a violation "
+            "fails the test that got it"
+        )

@@ -1,5 +1,6 @@
 """Validate response bodies and stream chunks against OpenAI's own OpenAPI spec
-(``../shared/spec/openai-openapi.json``, OpenAPI 3.1 that still uses 3.0's ``nullable``).
+(vendored in ``tests/data/spec/openai-openapi.json``, MIT, from openai/openai-openapi; OpenAPI
+3.1 that still uses 3.0's ``nullable``).
 
 The spec is loaded once and made a plain JSON Schema (draft 2020-12): ``nullable: true``
 becomes a ``null`` alternative (on ``type``, ``enum``, or around a ``$ref``). ``$ref`` s
@@ -17,7 +18,7 @@ from typing import Any
 
 import jsonschema
 
-SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec" / "openai-openapi.json"
+SPEC = Path(__file__).resolve().parent / "data" / "spec" / "openai-openapi.json"
 
 
 class SpecError(AssertionError):

@@ -1,12 +1,19 @@
 """The shape of the code, checked from the source (``ast``, nothing imported).
 
+- every package imports only the layers below it (:data:`LAYERS`): errors ← policies ←
+  guards ← retrieval ← models ← proxy ← integrations / testing ← training
+  (``groundproxy.models.train``) ← bench ← tests — so the runtime never imports the test
+  doubles, the training code or the benchmarks, and nothing imports the tests;
 - no import cycle between the top-level packages, nor between modules;
 - ``guards/`` (pure logic) imports no web framework or HTTP client;
-- ``proxy/``, ``integrations/`` and ``testing/`` use the guard through its public surface
-  (``groundproxy.guards``: the two stages and what serves them) and its data types
-  (``groundproxy.guards.types``), never the modules behind it;
+- ``proxy/``, ``integrations/``, ``testing/`` and the training code use the guard through
+  its public surface (``groundproxy.guards``: the two stages and what serves them) and its
+  data types (``groundproxy.guards.types``), never the modules behind it;
+- the training code imports only what a user could: the runtime's public modules, the
+  proxy through ``groundproxy.proxy.offline`` only, never ``bench``;
+- no function or method in the runtime takes more than 6 parameters (positional and
+  keyword, ``self`` / ``cls`` not counted; ``*args`` / ``**kwargs`` not counted);
 - no module over 400 lines;
-- runtime code never imports the training code (``groundproxy.models.train``);
 - every folder with an ``__init__.py`` is a package listed in pyproject's
   ``[tool.setuptools] packages`` (training code excepted: it stays out of the wheel).
 
@@ -26,9 +33,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "groundproxy"
 ROOTS = ("errors", "proxy", "guards", "retrieval", "models", "policies", "testing", "integrations")
+OUTSIDE = ("bench", "tests")  # import roots of their own (``bench.x``, ``tests.x``)
 TRAINING = f"{PACKAGE}.models.train"
 MAX_LINES = 400
+MAX_PARAMS = 6
 NOT_IN_GUARDS = frozenset({"fastapi", "starlette", "httpx", "uvicorn"})
+# A package may import the packages of a LOWER layer only (and itself).
+LAYERS: dict[str, int] = {
+    f"{PACKAGE}.errors": 0,
+    f"{PACKAGE}.policies": 1,
+    f"{PACKAGE}.guards": 2,
+    f"{PACKAGE}.retrieval": 3,
+    f"{PACKAGE}.models": 4,
+    f"{PACKAGE}.proxy": 5,
+    f"{PACKAGE}.integrations": 6,
+    f"{PACKAGE}.testing": 6,
+    TRAINING: 7,
+    "bench": 8,
+    "tests": 9,
+}
+RUNTIME = frozenset(top for top, layer in LAYERS.items() if layer <= 6) - {f"{PACKAGE}.testing"}
+GUARDS_SURFACE = frozenset({f"{PACKAGE}.guards", f"{PACKAGE}.guards.types"})
+PROXY_SURFACE = frozenset({f"{PACKAGE}.proxy.offline"})
 
 
 @dataclass
@@ -40,20 +66,27 @@ class Module:
     imports: set[str] = field(default_factory=set)  # every absolute name it imports
 
     @property
-    def top(self) -> str:  # groundproxy.proxy
-        # the training code is a layer of its own above the runtime (nothing imports it, see
-        # test_runtime_never_imports_training_code): it may drive the serve path (proxy) to
-        # make its training signals (models/train/answer_combiner.py)
-        if self.name == TRAINING or self.name.startswith(f"{TRAINING}."):
-            return TRAINING
-        return ".".join(self.name.split(".")[:2])
+    def top(self) -> str:  # groundproxy.proxy, groundproxy.models.train, bench, tests
+        return _top(self.name)
+
+    @property
+    def runtime(self) -> bool:
+        return self.top in RUNTIME
+
+
+def _top(name: str) -> str:
+    if name == TRAINING or name.startswith(f"{TRAINING}."):
+        return TRAINING  # the training code is a layer of its own above the runtime
+    if name.split(".")[0] in OUTSIDE:
+        return name.split(".")[0]
+    return ".".join(name.split(".")[:2])
 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join([PACKAGE, *parts])
+    return ".".join(parts if parts[0] in OUTSIDE else [PACKAGE, *parts])
 
 
 def _imported(tree: ast.AST, module: str, is_package: bool) -> Iterator[str]:
@@ -75,8 +108,10 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> Iterator[str]:
 @cache
 def modules() -> dict[str, Module]:
     found: dict[str, Module] = {}
-    for root in ROOTS:
+    for root in (*ROOTS, *OUTSIDE):
         for path in sorted((ROOT / root).rglob("*.py")):
+            if "node_modules" in path.parts:
+                continue
             name = _module_name(path)
             text = path.read_text(encoding="utf-8")
             is_package = path.name == "__init__.py"
@@ -152,8 +187,20 @@ def _why(graph_edges: dict[str, set[str]], cycle: list[str]) -> list[str]:
 def test_the_tree_is_found() -> None:
     names = modules()
     assert f"{PACKAGE}.proxy.app" in names and f"{PACKAGE}.guards.pipeline" in names
-    assert f"{PACKAGE}.errors" in names
+    assert f"{PACKAGE}.errors" in names and "bench.guard_latency" in names
+    assert "tests.test_architecture" in names and f"{TRAINING}.answer_combiner" in names
+    assert {m.top for m in names.values()} == set(LAYERS)  # every package has a layer
     assert len(names) > 80
+
+
+def test_every_package_imports_only_the_layers_below() -> None:
+    bad = sorted(
+        f"{m.name} -> {target}"
+        for m in modules().values()
+        for target in _edges(m)
+        if modules()[target].top != m.top and LAYERS[modules()[target].top] >= LAYERS[m.top]
+    )
+    assert bad == []
 
 
 def test_no_import_cycle_between_packages() -> None:
@@ -186,15 +233,63 @@ def test_guards_import_no_web_framework_or_http_client() -> None:
 
 
 def test_the_serving_layer_uses_only_the_guards_public_surface() -> None:
-    allowed = {f"{PACKAGE}.guards", f"{PACKAGE}.guards.types"}
-    internals = {n for n in modules() if n.startswith(f"{PACKAGE}.guards.")} - allowed
+    internals = {n for n in modules() if n.startswith(f"{PACKAGE}.guards.")} - GUARDS_SURFACE
+    users = {f"{PACKAGE}.proxy", f"{PACKAGE}.integrations", f"{PACKAGE}.testing", TRAINING}
     bad = {
         m.name: sorted(m.imports & internals)
         for m in modules().values()
-        if m.top in {f"{PACKAGE}.proxy", f"{PACKAGE}.integrations", f"{PACKAGE}.testing"}
-        and m.imports & internals
+        if m.top in users and m.imports & internals
     }
     assert bad == {}
+
+
+def test_training_code_imports_only_what_a_user_could() -> None:
+    """The runtime's public modules: the guard's surface, the proxy's offline surface, any
+    module of errors / policies / retrieval / models; never bench, tests or testing."""
+    public_tops = {f"{PACKAGE}.{p}" for p in ("errors", "policies", "retrieval", "models")}
+
+    def public(name: str) -> bool:
+        top = modules()[name].top
+        return top in public_tops or top == TRAINING or name in GUARDS_SURFACE | PROXY_SURFACE
+
+    bad = sorted(
+        f"{m.name} -> {target}"
+        for m in modules().values()
+        if m.top == TRAINING
+        for target in _edges(m)
+        if not public(target)
+    )
+    assert bad == []
+    assert all(name in modules() for name in PROXY_SURFACE)
+
+
+def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    return len(names) - (1 if names and names[0] in ("self", "cls") else 0)
+
+
+def _functions(mod: Module) -> Iterator[tuple[str, int]]:
+    """(qualified name, parameter count) of every function and method of ``mod``."""
+    tree = ast.parse(mod.path.read_text(encoding="utf-8"))
+    work: list[tuple[ast.AST, str]] = [(tree, mod.name)]
+    while work:
+        node, prefix = work.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield f"{prefix}.{child.name}", _params(child)
+                work.append((child, f"{prefix}.{child.name}"))
+            elif isinstance(child, ast.ClassDef):
+                work.append((child, f"{prefix}.{child.name}"))
+            else:
+                work.append((child, prefix))
+
+
+def test_no_runtime_function_takes_more_than_six_parameters() -> None:
+    shipped = [m for m in modules().values() if LAYERS[m.top] <= LAYERS[f"{PACKAGE}.testing"]]
+    counts = {name: n for m in shipped for name, n in _functions(m)}
+    over = {name: n for name, n in counts.items() if n > MAX_PARAMS}
+    assert over == {}
 
 
 def test_errors_module_imports_nothing_of_ours() -> None:
@@ -203,18 +298,24 @@ def test_errors_module_imports_nothing_of_ours() -> None:
 
 def test_no_module_over_400_lines() -> None:
     long = {
-        str(m.path.relative_to(ROOT)): m.lines for m in modules().values() if m.lines > MAX_LINES
+        str(m.path.relative_to(ROOT)): m.lines
+        for m in modules().values()
+        if m.top not in OUTSIDE and m.lines > MAX_LINES
     }
     assert long == {}
 
 
-def test_runtime_never_imports_training_code() -> None:
+def test_runtime_never_imports_test_doubles_training_code_or_benchmarks() -> None:
+    """Lazy imports too; a process that is TOLD to load a test double by its import path
+    (``GROUNDPROXY_EMBEDDER=groundproxy.testing.embedders:HashingEmbedder``) is the only way
+    one reaches it."""
+    banned = (f"{PACKAGE}.testing", TRAINING, "bench", "tests")
     bad = sorted(
         f"{m.name} imports {i}"
         for m in modules().values()
-        if not (m.name == TRAINING or m.name.startswith(f"{TRAINING}."))
+        if m.runtime
         for i in m.imports
-        if i == TRAINING or i.startswith(f"{TRAINING}.")
+        if any(i == b or i.startswith(f"{b}.") for b in banned)
     )
     assert bad == []
 

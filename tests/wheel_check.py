@@ -1,7 +1,8 @@
 """The shipped artefact, checked as a new user meets it (``make wheel-check``, part of
 ``make test``):
 
-1. build the wheel from this checkout (what the Dockerfile's builder stage does);
+1. build the wheel from the Docker build context (this checkout less ``.dockerignore``:
+   what the Dockerfile's builder stage builds from);
 2. install it with its locked dependencies into a NEW venv in a temporary folder outside the
    repository (pip's cache and the local torch wheel make that take minutes, not tens);
 3. from a folder with no source in it, run the Dockerfile's exact ``ENTRYPOINT`` + ``CMD`` with
@@ -9,7 +10,8 @@
    ingest`` one document, then ``groundproxy serve``, with the wheel's own scripted upstream
    (``python -m groundproxy.testing.fake_upstream``);
 4. send one guarded request through the official ``openai`` SDK installed in that venv and
-   check that the wrong number came back corrected and cited.
+   check that the wrong number came back corrected and cited;
+5. run ``groundproxy demo`` (``docker run … demo``) from the wheel.
 
 Exit status 0 on success; any failure prints what went wrong and the server's log.
 Run: ``python tests/wheel_check.py [--keep] [--find-links DIR]``.
@@ -98,6 +100,30 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> Non
     raise RuntimeError(f"{url} not ready after {timeout_s:.0f} s")
 
 
+def docker_context(dest: Path) -> Path:
+    """A copy of what ``docker build .`` sends (``.dockerignore`` applied): the wheel is built
+    from it, as in the image, so a file the image needs and the context lacks fails here."""
+    sys.path.insert(0, str(REPO))
+    from tests.dockerignore import build_context
+
+    for rel in build_context(REPO):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, dest / rel)
+    return dest
+
+
+def run_demo(command: list[str], work: Path, env: dict[str, str]) -> None:
+    """``docker run … demo``: the demo from the wheel, its scripted upstream (no OpenAI key)."""
+    demo_env = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    print("+", " ".join(command), flush=True)
+    done = subprocess.run(
+        command, cwd=work, env=demo_env, capture_output=True, text=True, timeout=600
+    )
+    if done.returncode != 0 or "corrected:" not in done.stdout:
+        raise RuntimeError(f"groundproxy demo failed ({done.returncode}): {done.stderr[-3000:]}")
+    print(f"demo: {done.stdout.count('Q: ')} questions answered, a claim corrected", flush=True)
+
+
 def policy(port_upstream: int) -> str:
     digest = hashlib.sha256(KEY.encode()).hexdigest()
     return (
@@ -124,20 +150,9 @@ def main() -> int:
     log = tmp / "serve.log"
     try:
         dist = tmp / "dist"
-        run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                "-w",
-                str(dist),
-                str(REPO),
-            ]
-        )
+        context = docker_context(tmp / "context")
+        pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps"]
+        run([*pip_wheel, "--no-build-isolation", "-w", str(dist), str(context)])
         wheel = next(dist.glob("groundproxy-*.whl"))
         venv = opts.venv or tmp / "venv"
         if not opts.venv:
@@ -223,6 +238,7 @@ def main() -> int:
             problems.append("expected spec.md cited")
         if problems:
             raise RuntimeError("; ".join(problems))
+        run_demo([*entry, "demo"], work, env)
         print(
             f"wheel check passed in {time.monotonic() - started:.0f} s "
             f"(install {installed - started:.0f} s)"

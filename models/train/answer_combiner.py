@@ -3,7 +3,7 @@ aggregation learned, not 'any claim'").
 
 Step 1 (slow, resumable): every train file's seeded pool of rows is verified by the serve
 path exactly as ``bench/kshot.py`` does for eval rows
-(:func:`groundproxy.proxy.cli.adapt.signals_of`:
+(:func:`groundproxy.proxy.offline.signals_of`:
 the row's context as request evidence, default policy), in rounds of ``--round`` rows per
 file so a stopped run leaves every file about equally covered. Signals are cached outside the
 repository (``~/.cache/groundproxy-bench/train-signals/``).
@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 # the rows each shipped verifier was trained on: its training_rows with this cap per file
@@ -69,8 +71,6 @@ SHARED_CLAIMS = ("wice-oracle", "wice-article", "fever-nli", "fever-symmetric")
 
 
 def cache_dir() -> Path:
-    from bench.kshot import CACHE
-
     return CACHE / "train-signals"
 
 
@@ -100,7 +100,6 @@ def pool(data: Path, stem: str, verifier: str = "embedhead") -> tuple[dict[str, 
     """The file's out-of-sample rows (context never seen by the verifier's training), in a
     seeded order, at most ``POOLS[stem]``: a combiner fitted on the verifier's in-sample
     scores would learn to trust them far too much (train WiCE: ROC-AUC 0.99 in-sample)."""
-    from bench.kshot import POOL_SEED
     from groundproxy.models.train.prepare import training_rows
 
     # contexts the verifier was trained on (their synthetic pairs were made from them too;
@@ -118,8 +117,6 @@ def pool(data: Path, stem: str, verifier: str = "embedhead") -> tuple[dict[str, 
 
 
 def _cache_file(stem: str, verifier: str) -> Path:
-    from bench.kshot import fingerprint
-
     name = "" if verifier == "embedhead" else f"{verifier}-"  # embedhead: the earlier names
     return cache_dir() / f"{stem}-oos-{name}{fingerprint()}.json"
 
@@ -143,11 +140,13 @@ def _save(stem: str, saved: dict[str, Any], verifier: str) -> None:
 def extract(data: Path, step: int, minutes: float, verifier: str = "embedhead") -> None:
     """Verify every file's pool by the serve path, ``step`` rows per file per round
     (resumable: rows are cached by id)."""
-    from groundproxy.proxy.cli.adapt import signals_of
-    from groundproxy.proxy.cli.evaluate import eval_policy
-    from groundproxy.proxy.serving.guarding import build_guard
-    from groundproxy.proxy.settings import Settings
-    from groundproxy.proxy.storage.feedback import parse_labelled
+    from groundproxy.proxy.offline import (
+        Settings,
+        build_guard,
+        eval_policy,
+        parse_labelled,
+        signals_of,
+    )
 
     deadline = time.monotonic() + 60 * minutes
     policy = eval_policy(verifier, "context")
@@ -217,8 +216,8 @@ def fit_logistic(
 def fit(data: Path, out: Path, verifier: str = "embedhead") -> dict[str, Any]:
     from sklearn.metrics import roc_auc_score
 
-    from groundproxy.guards.adapter_features import FEATURE_SETS, features_from_signals
-    from groundproxy.proxy.cli.adapt import balanced_accuracy
+    from groundproxy.guards import FEATURE_SETS, features_from_signals
+    from groundproxy.models.scoring import balanced_accuracy
 
     per_file = cached(data, verifier)
     groups: list[str] = []
@@ -229,8 +228,6 @@ def fit(data: Path, out: Path, verifier: str = "embedhead") -> dict[str, Any]:
         labels += ys
         feats += [features_from_signals(s["signals"]) for s in scored]
     if len(per_file) < 3:
-        from bench.kshot import fingerprint
-
         raise SystemExit(
             f"cached train signals for {len(per_file)} files under {cache_dir()} (code "
             f"fingerprint {fingerprint()}): run --extract first (or pin an earlier one with "

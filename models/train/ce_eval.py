@@ -6,8 +6,9 @@
 Each row's whole response is the claim, its own context the evidence (windowed by
 models.ce_window, as in training); P(supported) = P(entailment). Threshold: the one
 stored in ``ce_manifest.json``, chosen on the held-out TRAIN validation split (never on
-eval). Rows are read and scored with bench.accuracy's ``read_rows`` (same seeded
-``--limit`` sample) and ``metrics``. ms/example counts windowing + tokenization + model.
+eval). Rows are read and scored as bench/accuracy.py reads and scores them
+(:mod:`groundproxy.models.scoring`: the same seeded ``--limit`` sample, the same
+metrics). ms/example counts windowing + tokenization + model.
 
 With ``--onnx`` the checkpoint is exported (optimum, ``<ckpt>/onnx/model.onnx``),
 quantized with onnxruntime dynamic int8 (``model.int8.onnx``) and scored too; then the
@@ -27,18 +28,10 @@ from typing import Any
 import numpy as np
 
 from groundproxy.models.ce_window import MAX_LENGTH, encode
+from groundproxy.models.scoring import sample_rows, verifier_metrics
 
 Scorer = Callable[[dict[str, Any]], np.ndarray]  # (encoded inputs) -> (n, 3) probabilities
 LATENCY_REPEATS = 20
-
-
-def _bench_accuracy() -> Any:
-    root = str(Path(__file__).resolve().parents[2])
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    import bench.accuracy as acc
-
-    return acc
 
 
 def export_int8(ckpt: Path) -> Path:
@@ -141,7 +134,6 @@ def run_eval(args: argparse.Namespace) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     torch.set_num_threads(args.threads)
-    acc = _bench_accuracy()
     manifest = json.loads((args.ckpt / "ce_manifest.json").read_text())
     thr = float(manifest["threshold"])
     tok = AutoTokenizer.from_pretrained(str(args.ckpt))  # type: ignore[no-untyped-call]
@@ -156,7 +148,7 @@ def run_eval(args: argparse.Namespace) -> None:
         files = [p for p in files if p.stem in args.only]
     table: list[dict[str, Any]] = []
     for path in files:
-        rows = acc.read_rows(path, args.limit)
+        rows = sample_rows(path, args.limit)
         labels = [int(r["label_hallucinated"]) for r in rows]
         for name, scorer in scorers.items():
             p, secs = score_rows(rows, tok, scorer)
@@ -165,7 +157,7 @@ def run_eval(args: argparse.Namespace) -> None:
                     "verifier": name,
                     "dataset": path.stem,
                     "n": len(rows),
-                    **acc.metrics(labels, p, thr),
+                    **verifier_metrics(labels, p, thr),
                     "ms_per_example": round(1000.0 * secs / len(rows), 2),
                 }
             )

@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.uncertainty import (
-    GROUPS,
+from groundproxy.guards import (
+    CLAIM_FIELDS,
     RISK_FEATURES,
     ErrorRanker,
     features_from_claim_row,
 )
+from groundproxy.guards import RISK_GROUPS as GROUPS
 from groundproxy.models.train.answer_combiner import DATA, ROOT, cached, fit_logistic
 
 C_GRID = (0.01, 0.1, 1.0)

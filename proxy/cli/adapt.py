@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +25,29 @@ from groundproxy.guards import (
     LOGPROB_FEATURES,
     LOGPROB_SETS,
     TOKEN_FEATURES,
-    answer_signals,
-    decide_claims,
     features_from_signals,
     impute_missing,
-    verified_logprobs,
 )
+from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.cli.adapt_fit import (
     MIN_ROWS,
-    balanced_accuracy,
+    Candidates,
+    Conformal,
     best_threshold,
     fit_combiner,
     label_warnings,
 )
-from groundproxy.proxy.serving.guarding import GuardService, build_guard
+from groundproxy.proxy.offline import signals_of
+from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage
-from groundproxy.proxy.storage.feedback import Labelled, read_labelled
+from groundproxy.proxy.storage.feedback import read_labelled
 
 __all__ = [
+    "Candidates",
+    "Conformal",
+    "FitJob",
     "balanced_accuracy",
     "best_threshold",
     "fit_combiner",
@@ -51,19 +55,6 @@ __all__ = [
     "signals_of",
     "without_token_features",
 ]
-
-
-def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dict[str, Any], int]:
-    """(adapter signals, zero-shot prediction) of one labelled answer, by the serve path."""
-    context = [("context", c) for c in item.context]
-    verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
-    results = decide_claims(verified, policy)
-    rule = int(not results or any(r.verdict != "supported" for r in results))
-    sure = verified_logprobs(verified, item.logprobs)
-    signals = answer_signals(verified, results, guard.alignment(verified), sure)
-    # a value rule contradicts the answer (a wrong or denied value): the labels' cross-check
-    signals["rule_contradicted"] = int(any(s.rule.mismatches for s in verified.claims))
-    return signals, rule
 
 
 def without_token_features(sets: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -77,23 +68,30 @@ def without_token_features(sets: Mapping[str, Sequence[str]]) -> dict[str, tuple
     return out
 
 
+@dataclass(frozen=True)
+class FitJob:
+    """``groundproxy calibrate --tenant T --fit``: its inputs. ``token_features`` False:
+    the feature sets without the token alignment (:func:`without_token_features`)."""
+
+    tenant: str
+    data: Path
+    policy: Policy
+    labels_file: Path | None = None
+    alpha: float | None = None
+    cal_fraction: float = 0.5
+    seed: int = 0
+    token_features: bool = True
+
+
 def fit_tenant(
-    tenant: str,
-    *,
-    data: Path,
-    policy: Policy,
-    labels_file: Path | None = None,
-    alpha: float | None = None,
-    cal_fraction: float = 0.5,
-    seed: int = 0,
-    say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-    token_features: bool = True,
+    job: FitJob,
     storage: Storage | None = None,
+    say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Fit and write the tenant's next adapter version; returns its content (+ path).
-    ``token_features`` False: the feature sets without the token alignment
-    (:func:`without_token_features`); ``storage``: where the tenant's index is, as the
-    server has it (default the files under ``data``; PostgreSQL when the server uses it)."""
+    ``storage``: where the tenant's labels and index are, as the server has them (default
+    the files under ``job.data``; PostgreSQL when the server uses it)."""
+    tenant, data, policy, labels_file = job.tenant, job.data, job.policy, job.labels_file
     store = storage if storage is not None else EmbeddedStorage(data)
     items = store.read_feedback(tenant)
     if labels_file is not None:
@@ -114,7 +112,7 @@ def fit_tenant(
         candidates.update(LOGPROB_SETS)
         features = impute_missing(features, LOGPROB_FEATURES)
         say(f"{with_logprobs} of {len(items)} answers carry the upstream's logprobs")
-    sets = candidates if token_features else without_token_features(candidates)
+    sets = candidates if job.token_features else without_token_features(candidates)
     rule = [r for _, r in scored]
     for warning in label_warnings(
         labels, rule, [int(f.get("rule_contradicted", 0)) for f, _ in scored]
@@ -123,10 +121,9 @@ def fit_tenant(
     content = fit_combiner(
         features,
         labels,
-        alpha=alpha,
-        cal_fraction=cal_fraction,
-        seed=seed,
-        feature_sets=sets,
+        conformal=None if job.alpha is None else Conformal(job.alpha, job.cal_fraction),
+        seed=job.seed,
+        candidates=Candidates(sets),
         zero=rule,
     )
     content["fit"]["zero_shot_balanced_accuracy"] = round(balanced_accuracy(labels, rule), 4)

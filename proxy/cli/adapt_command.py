@@ -11,7 +11,8 @@ from groundproxy.errors import BadRequestError, IndexStoreError
 from groundproxy.guards import TOKEN_FEATURES
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.cli.adapt import fit_tenant
+from groundproxy.proxy.cli.adapt import FitJob, fit_tenant
+from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import started_storage
 from groundproxy.retrieval.generations import read_current
 from groundproxy.retrieval.names import validate_tenant
@@ -67,27 +68,18 @@ def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:
     )
 
 
-def run_fit_command(
-    args: argparse.Namespace, data: Path, policies: Path, database_url: str | None = None
-) -> int:
+def run_fit_command(args: argparse.Namespace, settings: Settings) -> int:
     """``calibrate --fit``; the labels are verified against the tenant's index where the
-    server keeps it (PostgreSQL when ``database_url`` is set)."""
+    server keeps it (PostgreSQL when ``settings.database_url`` is set)."""
+    data = settings.data
     tenant = validate_tenant(args.tenant)
     if args.alpha is not None and not 0.0 < args.alpha < 1.0:
         raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
-    policy, source = tenant_policy(policies, tenant)
-    with started_storage(data, database_url) as storage:
-        c = fit_tenant(
-            tenant,
-            data=data,
-            policy=policy,
-            labels_file=args.file,
-            alpha=args.alpha,
-            cal_fraction=args.cal_fraction,
-            seed=args.seed,
-            token_features=not args.no_token_features,
-            storage=storage,
-        )
+    policy, source = tenant_policy(settings.policies, tenant)
+    job = FitJob(tenant, data, policy, args.file, args.alpha, args.cal_fraction, args.seed,
+                 token_features=not args.no_token_features)  # fmt: skip
+    with started_storage(data, settings.database_url) as storage:
+        c = fit_tenant(job, storage)
     f = c["fit"]
     if c.get("decision") == "zero_shot":
         print(

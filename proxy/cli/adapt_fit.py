@@ -27,6 +27,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
@@ -34,6 +35,7 @@ import numpy.typing as npt
 
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import FEATURE_SETS, conformal_threshold
+from groundproxy.models.scoring import balanced_accuracy
 
 MIN_ROWS = 10
 # An adapter ships only when its cross-fitted balanced accuracy beats the zero-shot
@@ -60,14 +62,6 @@ def _model(x: Matrix, y: npt.NDArray[np.int64], c: float) -> Any:
     m = LogisticRegression(C=c, class_weight="balanced", max_iter=2000)
     m.fit(x, y)
     return m
-
-
-def balanced_accuracy(y: Sequence[int], pred: Sequence[int]) -> float:
-    pos = [p for t, p in zip(y, pred, strict=True) if t == 1]
-    neg = [p for t, p in zip(y, pred, strict=True) if t == 0]
-    if not pos or not neg:
-        return math.nan
-    return 0.5 * (sum(pos) / len(pos) + sum(1 - p for p in neg) / len(neg))
 
 
 def best_threshold(y: Sequence[int], p: Sequence[float]) -> float:
@@ -107,19 +101,34 @@ def _matrix(features: Sequence[Mapping[str, float]], names: Sequence[str]) -> Ma
     return np.asarray([[f[n] for n in names] for f in features], dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The combiners a fit chooses from: named feature sets × L2 strengths (sklearn's C)."""
+
+    feature_sets: Mapping[str, Sequence[str]] = field(default_factory=lambda: dict(FEATURE_SETS))
+    cs: Sequence[float] = C_GRID
+
+
+@dataclass(frozen=True)
+class Conformal:
+    """``--alpha A`` (``--cal-fraction F``): the split-conformal threshold (module docstring)."""
+
+    alpha: float
+    cal_fraction: float = 0.5
+
+
 def choose_combiner(
     features: Sequence[Mapping[str, float]],
     y: npt.NDArray[np.int64],
     seed: int,
-    feature_sets: Mapping[str, Sequence[str]],
-    cs: Sequence[float],
+    candidates: Candidates,
 ) -> tuple[str, float, Matrix]:
     """(feature set, C, its out-of-fold P(hallucinated)) with the best out-of-fold ROC-AUC
     over the grid; on a tie the stronger regularization (smaller C), then the smaller set."""
     best: tuple[float, float, int, str, Matrix] | None = None
-    for name, names in feature_sets.items():
+    for name, names in candidates.feature_sets.items():
         x = _matrix(features, names)
-        for c in cs:
+        for c in candidates.cs:
             oof = _oof(x, y, c, seed)
             key = (round(_auc(y, oof), 6), -c, -len(names), name, oof)
             if best is None or key[:3] > best[:3]:
@@ -146,20 +155,20 @@ def cross_fitted(
     features: Sequence[Mapping[str, float]],
     y: npt.NDArray[np.int64],
     seed: int,
-    feature_sets: Mapping[str, Sequence[str]],
-    cs: Sequence[float],
+    candidates: Candidates,
 ) -> list[int]:
     """Honest out-of-fold decisions of the whole fit (feature set, L2 strength and
     threshold chosen again inside each outer fold, on its training part only): what an
     adapter fitted on these labels would decide on answers it has not seen."""
     from sklearn.model_selection import StratifiedKFold
 
+    feature_sets, cs = candidates.feature_sets, candidates.cs
     folds = min(5, int(np.bincount(y).min()))
     pred = np.zeros(len(y), dtype=np.int64)
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(y, y):
         inner = [features[i] for i in tr]
         if min(np.bincount(y[tr], minlength=2)) >= 2:
-            set_name, c, oof = choose_combiner(inner, y[tr], seed, feature_sets, cs)
+            set_name, c, oof = choose_combiner(inner, y[tr], seed, candidates)
         else:  # too few of a label to choose: the first set, the strongest fit
             set_name, c = next(iter(feature_sets)), max(cs)
             oof = np.full(len(tr), 0.5)
@@ -188,21 +197,22 @@ def fit_combiner(
     features: Sequence[Mapping[str, float]],
     labels: Sequence[int],
     *,
-    alpha: float | None = None,
-    cal_fraction: float = 0.5,
+    conformal: Conformal | None = None,
     seed: int = 0,
-    feature_sets: Mapping[str, Sequence[str]] = FEATURE_SETS,
-    cs: Sequence[float] = C_GRID,
+    candidates: Candidates | None = None,
     zero: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The adapter's parameters and fit figures (no version, no verifier yet).
 
     ``features``: one :func:`~groundproxy.guards.features_from_signals` dict per answer. The
     feature set and the L2 strength are chosen by cross-fitting on these labels
-    (:func:`choose_combiner`), then the threshold (module docstring). ``zero``: the
+    (:func:`choose_combiner`, among ``candidates``: default every feature set × C_GRID),
+    then the threshold (module docstring; ``conformal``: split conformal). ``zero``: the
     zero-shot decision on the same answers; when the adapter's cross-fitted estimate does
     not beat it (:func:`keep_zero_shot`), the content is a zero-shot record
     (``"decision": "zero_shot"``, no combiner) instead."""
+    candidates = candidates if candidates is not None else Candidates()
+    feature_sets, cs = candidates.feature_sets, candidates.cs
     y = np.asarray(labels, dtype=np.int64)
     if len(y) < MIN_ROWS or min(int((y == 0).sum()), int((y == 1).sum())) < 2:
         raise BadRequestError(
@@ -210,8 +220,8 @@ def fit_combiner(
             f"(have {len(y)}: {int((y == 1).sum())} hallucinated)"
         )
     fit: dict[str, Any] = {"n": len(y), "n_hallucinated": int(y.sum())}
-    if alpha is None:
-        set_name, c, oof = choose_combiner(features, y, seed, feature_sets, cs)
+    if conformal is None:
+        set_name, c, oof = choose_combiner(features, y, seed, candidates)
         x = _matrix(features, feature_sets[set_name])
         threshold = best_threshold(y.tolist(), oof.tolist())
         fit.update(
@@ -224,11 +234,12 @@ def fit_combiner(
         mean, scale = _standardize(x)
         model = _model((x - mean) / scale, y, c)
         if zero is not None:
-            honest = cross_fitted(features, y, seed, feature_sets, cs)
+            honest = cross_fitted(features, y, seed, candidates)
             estimate = balanced_accuracy(y.tolist(), honest)
             if keep_zero_shot(fit, estimate, balanced_accuracy(y.tolist(), list(zero))):
                 return _zero_shot_record(fit)
     else:
+        alpha, cal_fraction = conformal.alpha, conformal.cal_fraction
         order = list(range(len(y)))
         random.Random(seed).shuffle(order)
         cut = round(len(order) * (1 - cal_fraction))
@@ -237,7 +248,7 @@ def fit_combiner(
             raise BadRequestError("the split leaves a part without both labels: label more")
         train = [features[i] for i in tr]
         if min(np.bincount(y[tr], minlength=2)) >= 2:
-            set_name, c, _ = choose_combiner(train, y[tr], seed, feature_sets, cs)
+            set_name, c, _ = choose_combiner(train, y[tr], seed, candidates)
         else:
             set_name, c = next(iter(feature_sets)), max(cs)
         x = _matrix(train, feature_sets[set_name])

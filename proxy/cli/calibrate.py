@@ -31,6 +31,7 @@ when its policy says ``verifier.threshold: calibrated``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import random
@@ -58,7 +59,7 @@ from groundproxy.policies.schema import Policy
 from groundproxy.proxy.cli.evaluate import Row, eval_policy, read_rows
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage, started_storage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage, started_storage
 
 log = structlog.get_logger(__name__)
 REJECTED = -1.0  # score of an answer a rule or the uncertainty rejects at any threshold
@@ -235,30 +236,38 @@ def _tenant_policy(policies: Path | None, tenant: str, verifier: str | None) -> 
     return Policy.model_validate(base), source
 
 
+@dataclass(frozen=True)
+class CalibrationJob:
+    """``groundproxy calibrate --tenant T FILE --alpha A``: its inputs."""
+
+    path: Path
+    tenant: str
+    alpha: float
+    data: Path
+    policies: Path | None = None
+    verifier_name: str | None = None
+    seed: int = 0
+    cal_fraction: float = 0.5
+    limit: int | None = None
+
+
 def calibrate(
-    path: Path,
-    tenant: str,
-    alpha: float,
-    *,
-    data: Path,
-    policies: Path | None = None,
-    verifier_name: str | None = None,
-    seed: int = 0,
-    cal_fraction: float = 0.5,
-    limit: int | None = None,
-    storage: Storage | None = None,
+    job: CalibrationJob,
+    storage: GuardStorage | None = None,
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the calibration and write the tenant's calibration (into ``storage``, default the
     files under ``data``); returns its content."""
     from groundproxy.retrieval.names import validate_tenant
 
+    path, tenant, alpha, data = job.path, job.tenant, job.alpha, job.data
+    seed, cal_fraction = job.seed, job.cal_fraction
     storage = storage if storage is not None else EmbeddedStorage(data)
     validate_tenant(tenant)
     if not 0.0 < alpha < 1.0:
         raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
-    policy, policy_source = _tenant_policy(policies, tenant, verifier_name)
-    rows = read_rows(path, limit)
+    policy, policy_source = _tenant_policy(job.policies, tenant, job.verifier_name)
+    rows = read_rows(path, job.limit)
     cal, held = split_rows(rows, cal_fraction, seed)
     with build_guard(Settings(data=data, batch_window_ms=0), storage=storage) as guard:
         embedder = guard.parts.embedder
@@ -335,32 +344,17 @@ def calibrate(
     return content
 
 
-def run_calibrate_command(
-    path: Path,
-    tenant: str,
-    alpha: float,
-    data: Path,
-    policies: Path | None,
-    verifier: str | None,
-    seed: int,
-    cal_fraction: float,
-    limit: int | None,
-    as_json: bool,
-    database_url: str | None = None,
-) -> int:
-    with started_storage(data, database_url) as storage:  # Postgres when the URL is set
-        c = calibrate(
-            path,
-            tenant,
-            alpha,
-            data=data,
-            policies=policies,
-            verifier_name=verifier,
-            seed=seed,
-            cal_fraction=cal_fraction,
-            limit=limit,
-            storage=storage,
-        )
+def run_calibrate_command(args: argparse.Namespace, settings: Settings) -> int:
+    """``groundproxy calibrate`` (without ``--fit``): the calibration into the storage the
+    server uses (PostgreSQL when ``settings.database_url`` is set)."""
+    if args.file is None:
+        raise BadRequestError("calibrate needs a FILE of labelled rows (or --fit)")
+    path, seed, cal_fraction = args.file, args.seed, args.cal_fraction
+    alpha = 0.1 if args.alpha is None else args.alpha
+    job = CalibrationJob(path, args.tenant, alpha, settings.data, settings.policies,
+                         args.verifier, seed, cal_fraction, args.limit)  # fmt: skip
+    with started_storage(settings.data, settings.database_url) as storage:
+        c = calibrate(job, storage)
     v, r = c["verifier_calibration"], c["retrieval"]
     vh, rh = v["held_out"], r["held_out"]
     print(
@@ -391,7 +385,7 @@ def run_calibrate_command(
     for w in c["warnings"]:
         print(f"WARNING: {w}")
     print(f"wrote {c['path']}")
-    if as_json:
+    if args.json:
         print(json.dumps(c))
     return 0
 

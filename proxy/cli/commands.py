@@ -3,45 +3,37 @@ verifier models without a server."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from groundproxy.errors import BadRequestError, NotFoundError
+from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage import backends
 from groundproxy.retrieval.embedder import load_embedder
+from groundproxy.retrieval.ingest import FileOptions
 
 if TYPE_CHECKING:
     from groundproxy.guards.types import ClaimResult
 
 
-def ingest(
-    data: Path,
-    tenant: str,
-    paths: list[Path],
-    progress: bool = True,
-    embedder_name: str = "minilm",
-    skip_errors: bool = False,
-    follow_symlinks: bool = False,
-    database_url: str | None = None,
-    cache: Path | None = None,
-) -> int:
-    """``embedder_name``/``database_url``/``cache``: the server's too (``Settings``)."""
-    store = backends.open_storage(data, database_url)
+def ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """``groundproxy ingest``: with the server's embedder, storage and cache (``Settings``)."""
+    store = backends.open_storage(settings.data, settings.database_url)
     result = backends.ingest_paths(
         store,
-        tenant,
-        paths,
-        load_embedder(embedder_name, cache),
-        progress,
-        skip_errors=skip_errors,
-        follow_symlinks=follow_symlinks,
+        args.tenant,
+        args.paths,
+        load_embedder(settings.embedder, settings.cache),
+        not args.no_progress,
+        FileOptions(args.skip_errors, args.follow_symlinks),
     )
     for line in result.skipped:
         print(f"skipped {line}", file=sys.stderr)
-    print(json.dumps({"tenant": tenant, **dataclasses.asdict(result)}))
+    print(json.dumps({"tenant": args.tenant, **dataclasses.asdict(result)}))
     return 0
 
 
@@ -52,26 +44,17 @@ def delete(data: Path, tenant: str, doc_ids: list[str], database_url: str | None
     return 0 if not result.missing else 1
 
 
-def check(
-    data: Path,
-    policies: Path,
-    tenant: str,
-    answer: str,
-    question: str | None,
-    context_file: Path | None,
-    embedder_name: str = "minilm",
-    cache: Path | None = None,
-    fail_on: str | None = None,
-    database_url: str | None = None,
-) -> int:
-    """Prints the report (with ``answer``: the text to return) as JSON on stdout, one line
-    for people on stderr; exit 1 when ``fail_on`` is given and a claim has that verdict."""
+def check(args: argparse.Namespace, settings: Settings) -> int:
+    """``groundproxy check``: prints the report (with ``answer``: the text to return) as JSON
+    on stdout, one line for people on stderr; exit 1 when ``--fail-on`` is given and a claim
+    has that verdict."""
     # Imported here: the guard pulls in scikit-learn, which `ingest` and `delete` don't need.
     from groundproxy.guards import report_body
     from groundproxy.policies.loader import PolicyStore
     from groundproxy.proxy.serving.guarding import build_guard
-    from groundproxy.proxy.settings import Settings
 
+    data, policies, tenant = settings.data, settings.policies, args.tenant
+    context_file: Path | None = args.context_file
     store = PolicyStore(policies)
     for err in store.load():
         print(f"warning: {err}", file=sys.stderr)
@@ -86,18 +69,23 @@ def check(
             raise BadRequestError(f"cannot read context file {context_file}: {exc}") from exc
     # The served path: the tenant's index, its calibrated threshold when the policy says so,
     # from the storage the server uses (Postgres when ``database_url`` is set).
-    settings = Settings(
-        data=data, policies=policies, batch_window_ms=0, embedder=embedder_name, cache=cache
+    served = Settings(
+        data=data,
+        policies=policies,
+        batch_window_ms=0,
+        embedder=settings.embedder,
+        cache=settings.cache,
     )
     with (
-        backends.started_storage(data, database_url) as storage,
-        build_guard(settings, storage=storage) as guard,
+        backends.started_storage(data, settings.database_url) as storage,
+        build_guard(served, storage=storage) as guard,
     ):
-        report = guard.guard_sync(answer, question, context, loaded.policy, cache=False)
+        report = guard.guard_sync(args.answer, args.question, context, loaded.policy, cache=False)
     body = {**report_body(report, loaded.policy_id), "answer": report.text}
     print(json.dumps(body, indent=2, ensure_ascii=False))
-    print(f"{report.action} (trust {report.trust:.3f}): {report.text}", file=sys.stderr)
-    return 1 if fails(report.claims, fail_on) else 0
+    trust = "no claims" if report.reported_trust is None else f"trust {report.trust:.3f}"
+    print(f"{report.action} ({trust}): {report.text}", file=sys.stderr)
+    return 1 if fails(report.claims, args.fail_on) else 0
 
 
 # ``--fail-on``: the verdicts that make ``check`` exit 1 (unverifiable includes contradicted).
@@ -110,22 +98,17 @@ def fails(claims: list[ClaimResult], fail_on: str | None) -> bool:
     return any(c.verdict in bad for c in claims)
 
 
-def models_build(
-    source: str,
-    name: str,
-    models_dir: Path | None,
-    data: Path,
-    kind: Literal["auto", "nli", "causal-lm"],
-    max_length: int | None,
-    pair_order: Literal["auto", "evidence-claim", "claim-evidence"],
-    force: bool,
-) -> int:
-    from groundproxy.models.build import build_model, format_report
+def models_build(args: argparse.Namespace, settings: Settings) -> int:
+    """``groundproxy models build``."""
+    from groundproxy.models.build import BuildSpec, build_model, format_report
     from groundproxy.models.registry import models_dir_for
 
-    folder = models_dir if models_dir is not None else models_dir_for(data)
-    meta = build_model(source, name, folder, kind, max_length, pair_order, force)
-    print(format_report(meta, folder / name))
+    folder = (
+        settings.models_dir if settings.models_dir is not None else models_dir_for(settings.data)
+    )
+    spec = BuildSpec(args.kind, args.max_length, args.pair_order)
+    meta = build_model(args.source, args.name, folder, spec, force=args.force)
+    print(format_report(meta, folder / args.name))
     return 0
 
 

@@ -19,6 +19,7 @@ against what retrieval finds.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import random
@@ -159,21 +160,29 @@ def _build_index(rows: Sequence[Row], embedder: Embedder, tmp: Path) -> Evidence
     return TenantIndex.open(tmp, "eval")
 
 
+@dataclass(frozen=True)
+class EvalJob:
+    """``groundproxy eval FILE``: its inputs. ``decision``: the policy's
+    ``verifier.decision`` for the chosen verifier (the lexical baseline always decides
+    "every claim"); ``out``: where ``rows.jsonl`` and the plots go."""
+
+    path: Path
+    verifier_name: str
+    mode: str
+    limit: int | None = None
+    seed: int = 0
+    out: Path | None = None
+    decision: str = "every_claim"
+
+
 def evaluate(
-    path: Path,
-    verifier_name: str,
-    mode: str,
-    limit: int | None,
-    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-    seed: int = 0,
-    out: Path | None = None,
-    decision: str = "every_claim",
+    job: EvalJob, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)
 ) -> dict[str, Any]:
-    """``decision``: the policy's ``verifier.decision`` for the chosen verifier (the lexical
-    baseline always decides "every claim"). With ``out``: ``rows.jsonl`` (the chosen
-    verifier's per-row results), ``roc.png`` and ``reliability.png`` (both verifiers)
-    written there."""
-    rows = sample_rows(read_rows(path), limit, seed)
+    """The chosen verifier and the lexical baseline on the job's rows. With ``job.out``:
+    ``rows.jsonl`` (the chosen verifier's per-row results), ``roc.png`` and
+    ``reliability.png`` (both verifiers) written there."""
+    path, verifier_name, mode, seed = job.path, job.verifier_name, job.mode, job.seed
+    rows = sample_rows(read_rows(path), job.limit, seed)
     chosen: list[dict[str, Any]] = []
     lexical: list[dict[str, Any]] = []
     with build_guard(Settings()) as guard, tempfile.TemporaryDirectory(prefix="gp-eval-") as tmp:
@@ -184,7 +193,7 @@ def evaluate(
             index = _build_index(rows, guard.parts.embedder, Path(tmp))
         log(f"scoring {len(rows)} rows with '{verifier.name}' ({mode} mode) …")
         with _bar(len(rows), verifier.name) as bar:
-            policy = eval_policy(verifier_name, mode, decision)
+            policy = eval_policy(verifier_name, mode, job.decision)
             result = score_rows(rows, policy, guard, index, lambda _: bar.update(1), chosen)
         if guard.verifier("lexical") is verifier:
             base, lexical = dict(result), chosen
@@ -193,10 +202,10 @@ def evaluate(
             with _bar(len(rows), "lexical") as bar:
                 policy = eval_policy("lexical", mode)
                 base = score_rows(rows, policy, guard, index, lambda _: bar.update(1), lexical)
-    result.update(file=str(path), mode=mode, seed=seed, decision=decision, baseline=base)
-    if out is not None:
+    result.update(file=str(path), mode=mode, seed=seed, decision=job.decision, baseline=base)
+    if job.out is not None:
         runs = {result["verifier"]: chosen, base["verifier"]: lexical}
-        for written in write_outputs(out, path.stem, mode, runs):
+        for written in write_outputs(job.out, path.stem, mode, runs):
             log(f"wrote {written}")
     return result
 
@@ -229,17 +238,11 @@ def write_outputs(
     return [rows_path, *save_plots(scores, out, mode)]
 
 
-def run_eval_command(
-    path: Path,
-    verifier: str,
-    mode: str,
-    limit: int | None,
-    as_json: bool,
-    seed: int = 0,
-    out: Path | None = None,
-    decision: str = "every_claim",
-) -> int:
-    result = evaluate(path, verifier, mode, limit, seed=seed, out=out, decision=decision)
+def run_eval_command(args: argparse.Namespace) -> int:
+    """``groundproxy eval``: the table on stdout (and the result as JSON with ``--json``)."""
+    path, mode = args.file, args.mode
+    job = EvalJob(path, args.verifier, mode, args.limit, args.seed, args.out, args.decision)
+    result = evaluate(job)
     base = result["baseline"]
     print(f"{path.name} — {result['n']} rows, {mode} mode")
     print(f"{'verifier':<14}{'bal.acc':>9}{'F1(hal)':>9}{'ROC-AUC':>9}{'ms/ex':>9}")
@@ -248,6 +251,6 @@ def run_eval_command(
             f"{r['verifier']:<14}{r['balanced_accuracy']:>9.3f}{r['f1_hallucinated']:>9.3f}"
             f"{r['roc_auc']:>9.3f}{r['ms_per_example']:>9.1f}"
         )
-    if as_json:
+    if args.json:
         print(json.dumps(result))
     return 0

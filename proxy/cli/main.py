@@ -4,6 +4,10 @@ models, hash-key.
 Flags override :class:`~groundproxy.proxy.settings.Settings`, which reads the
 ``GROUNDPROXY_*`` environment variables: this module reads none itself (a flag left out is
 ``None`` here and the setting, env or default, fills it in).
+
+A bad input (a flag, a file, a policy) is one line on stderr, ``groundproxy CMD: error: …``,
+and exit code 2; anything else that fails is one line too, exit code 1. ``--debug`` adds the
+traceback.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -24,6 +30,30 @@ _FOLDERS = {
     "policies": "policy folder (default $GROUNDPROXY_POLICIES, then ./policies)",
     "models-dir": "default $GROUNDPROXY_MODELS_DIR, then <data>/_models",
 }
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (``--help`` shows the usage), exit 2;
+    every command takes ``--debug`` (tracebacks on stderr)."""
+
+    def __init__(self, *args: object, debug_flag: bool = True, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if debug_flag:  # every sub-command (argparse builds them with this class)
+            self.add_argument("--debug", action="store_true", help="print tracebacks")
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help shows the usage)\n")
+
+
+def _positive(text: str) -> int:
+    """An integer ≥ 1 (``--limit``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_folders(p: argparse.ArgumentParser, *flags: str) -> None:
@@ -45,8 +75,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="groundproxy", description="OpenAI-compatible guardrail proxy"
+    parser = _Parser(
+        prog="groundproxy", description="OpenAI-compatible guardrail proxy", debug_flag=False
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -93,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path)
     p.add_argument("--verifier", default="default")
     p.add_argument("--mode", choices=["context", "index"], default="context")
-    p.add_argument("--limit", type=int, default=None, help="score N rows drawn with --seed")
+    p.add_argument("--limit", type=_positive, default=None, help="score N rows drawn with --seed")
     p.add_argument(
         "--decision",
         choices=["every_claim", "learned"],
@@ -128,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_folders(p, "data", "policies")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cal-fraction", type=float, default=0.5)
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=_positive, default=None)
     p.add_argument("--json", action="store_true", help="print the calibration object last")
 
     p = sub.add_parser("models", help="build and list verifier models (ONNX, int8)")
@@ -173,17 +203,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "ingest":
         from groundproxy.proxy.cli.commands import ingest
 
-        return ingest(
-            settings.data,
-            args.tenant,
-            args.paths,
-            progress=not args.no_progress,
-            embedder_name=settings.embedder,
-            skip_errors=args.skip_errors,
-            follow_symlinks=args.follow_symlinks,
-            database_url=settings.database_url,
-            cache=settings.cache,
-        )
+        return ingest(args, settings)
     if args.command == "delete":
         from groundproxy.proxy.cli.commands import delete
 
@@ -191,31 +211,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
         from groundproxy.proxy.cli.commands import check
 
-        return check(
-            settings.data,
-            settings.policies,
-            args.tenant,
-            args.answer,
-            args.question,
-            args.context_file,
-            embedder_name=settings.embedder,
-            cache=settings.cache,
-            fail_on=args.fail_on,
-            database_url=settings.database_url,
-        )
+        return check(args, settings)
     if args.command == "eval":
         from groundproxy.proxy.cli.evaluate import run_eval_command
 
-        return run_eval_command(
-            args.file,
-            args.verifier,
-            args.mode,
-            args.limit,
-            args.json,
-            args.seed,
-            args.out,
-            decision=args.decision,
-        )
+        return run_eval_command(args)
     if args.command == "demo":
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
         # run it as its own process rather than import it, so proxy/ never imports testing/.
@@ -224,44 +224,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "calibrate" and args.fit:
         from groundproxy.proxy.cli.adapt_command import run_fit_command
 
-        return run_fit_command(args, settings.data, settings.policies, settings.database_url)
+        return run_fit_command(args, settings)
     if args.command == "calibrate":
         from groundproxy.proxy.cli.calibrate import run_calibrate_command
 
-        if args.file is None:
-            raise BadRequestError("calibrate needs a FILE of labelled rows (or --fit)")
-
-        return run_calibrate_command(
-            args.file,
-            args.tenant,
-            0.1 if args.alpha is None else args.alpha,
-            settings.data,
-            settings.policies,
-            args.verifier,
-            args.seed,
-            args.cal_fraction,
-            args.limit,
-            args.json,
-            settings.database_url,
-        )
+        return run_calibrate_command(args, settings)
     if args.command == "models":
         from groundproxy.proxy.cli.commands import models_build, models_list
 
         if args.models_command == "build":
-            return models_build(
-                args.source,
-                args.name,
-                settings.models_dir,
-                settings.data,
-                args.kind,
-                args.max_length,
-                args.pair_order,
-                args.force,
-            )
+            return models_build(args, settings)
         return models_list(settings.models_dir, settings.data)
     if args.command == "hash-key":
         from groundproxy.policies.keys import hash_key
 
+        if not args.key.strip():
+            raise BadRequestError("the key is empty: give the key to hash")
         print(hash_key(args.key))
         return 0
     raise AssertionError(args.command)
@@ -273,11 +251,31 @@ def main(argv: Sequence[str] | None = None) -> None:
         from groundproxy.proxy.logs import configure_logging
 
         configure_logging("warning")  # to stderr: stdout carries the command's output
+    sys.exit(_run_reporting(args))
+
+
+def _run_reporting(args: argparse.Namespace) -> int:
+    """Run the command; a failure is one line on stderr (and the traceback with --debug)."""
+    name = f"groundproxy {args.command}"
     try:
-        code = _run(args)
-    except GroundproxyError as exc:
-        print(f"groundproxy {args.command}: error: {exc.message}", file=sys.stderr)
-        code = 2
+        return _run(args)
     except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+        return 130
+    except GroundproxyError as exc:  # bad input, said by the code that found it
+        _report(args, f"{name}: error: {exc.message}")
+        return 2
+    except OSError as exc:  # a file or folder the command was pointed at
+        where = f" ({exc.filename})" if exc.filename else ""
+        _report(args, f"{name}: error: {exc.strerror or exc}{where}")
+        return 2
+    except Exception as exc:  # a bug: still one line, the traceback with --debug
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        hint = "" if args.debug else " (--debug shows the traceback)"
+        _report(args, f"{name}: internal error: {type(exc).__name__}: {detail}{hint}")
+        return 1
+
+
+def _report(args: argparse.Namespace, line: str) -> None:
+    if args.debug:
+        traceback.print_exc()
+    print(line, file=sys.stderr)

@@ -27,6 +27,7 @@ from groundproxy.errors import BadRequestError
 
 Scores = dict[str, dict[str, tuple[list[int], npt.NDArray[np.float64]]]]
 BINS = 10
+PAD = 0.03  # axes margin around [0, 1]
 
 
 def reliability(
@@ -87,8 +88,10 @@ def save_plots(scores: Scores, out_dir: Path, mode: str = "context") -> list[Pat
                     ax.plot(xs, ys, marker="o", label=f"{verifier} (ECE {ece:.3f})")
             ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
             ax.set_title(dataset, fontsize=10)
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
+            # a little room around [0, 1]: a perfect ROC curve runs along x = 0 and y = 1,
+            # where the axes' spines would hide it (and a reliability point at 0 or 1 too)
+            ax.set_xlim(-PAD, 1 + PAD)
+            ax.set_ylim(-PAD, 1 + PAD)
             if kind == "roc":
                 ax.set_xlabel("false-positive rate")
                 ax.set_ylabel("true-positive rate (hallucinated)")

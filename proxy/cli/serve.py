@@ -1,7 +1,8 @@
 """``groundproxy serve``: uvicorn in front of the app, SIGHUP reloads policies.
 
-Start-up errors found before uvicorn starts (no policies folder, an unknown embedder, a port
-already taken) raise :class:`BadRequestError`: the CLI prints them as one line, exit 2.
+Start-up errors found before uvicorn starts (no policies folder, a policy folder where no
+policy loads — each bad file named with its line —, an unknown embedder, a port already
+taken) raise a :class:`GroundproxyError`: the CLI prints it as one line, exit 2.
 """
 
 from __future__ import annotations
@@ -9,19 +10,22 @@ from __future__ import annotations
 import os
 import socket
 
-from groundproxy.errors import BadRequestError
+from groundproxy.errors import BadRequestError, ModelLoadError
+from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.logs import configure_logging, log_level
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.embedder import available_embedders
+from groundproxy.retrieval.embedder import embedder_factory
 
 
 def preflight(settings: Settings) -> None:
     """What would make the server fail to start, checked without loading anything."""
     if not settings.policies.is_dir():
         raise BadRequestError(f"policies folder {settings.policies} does not exist")
-    if settings.embedder not in available_embedders():
-        valid = ", ".join(available_embedders())
-        raise BadRequestError(f"unknown embedder {settings.embedder!r}; valid: {valid}")
+    PolicyStore(settings.policies).check()  # PolicyError when no policy would load
+    try:
+        embedder_factory(settings.embedder)  # a name, or an import path (imported, not built)
+    except ModelLoadError as exc:
+        raise BadRequestError(exc.message) from exc
     if settings.port == 0:
         return
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
@@ -72,13 +76,13 @@ def serve_workers(settings: Settings) -> int:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    from groundproxy.proxy.app import create_app
+    from groundproxy.proxy.app import build_app
 
     preflight(settings)
     configure_logging(settings.log_level)
     if settings.workers > 1:
         return serve_workers(settings)
-    app = create_app(settings)
+    app = build_app(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,

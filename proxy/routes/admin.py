@@ -17,11 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.bounds import DocumentText
 from groundproxy.proxy.protocol import validated
-from groundproxy.proxy.state import AppState, Parts, State
+from groundproxy.proxy.state import Parts, Served
 from groundproxy.proxy.storage.backends import (
-    EmbeddedStorage,
-    Storage,
     delete_documents,
     ingest_texts,
 )
@@ -34,7 +33,7 @@ log = structlog.get_logger(__name__)
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=255)
-    text: str = Field(min_length=1)
+    text: DocumentText  # no NUL, no bidi overrides (proxy.bounds)
 
 
 class IngestBody(BaseModel):
@@ -45,10 +44,6 @@ class IngestBody(BaseModel):
 class DeleteBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ids: list[str] = Field(min_length=1, max_length=10_000)
-
-
-def _storage(state: AppState) -> Storage:
-    return state.storage if state.storage is not None else EmbeddedStorage(state.settings.data)
 
 
 async def _ingest_body(data: JsonBody) -> IngestBody:
@@ -65,11 +60,11 @@ Delete = Annotated[DeleteBody, Depends(_delete_body)]
 
 @router.post("/v1/groundproxy/documents")
 async def add_documents(
-    loaded: AdminTenant, body: Ingest, parts: Parts, state: State
+    loaded: AdminTenant, body: Ingest, parts: Parts, serving: Served
 ) -> dict[str, Any]:
     docs = [(d.id, d.text) for d in body.documents]
     result = await anyio.to_thread.run_sync(
-        lambda: ingest_texts(_storage(state), loaded.policy.index_name, docs, parts.embedder)
+        lambda: ingest_texts(serving.deps.storage, loaded.policy.index_name, docs, parts.embedder)
     )
     parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_ingested", n=len(docs), version=result.version)
@@ -78,10 +73,10 @@ async def add_documents(
 
 @router.delete("/v1/groundproxy/documents")
 async def remove_documents(
-    loaded: AdminTenant, body: Delete, parts: Parts, state: State
+    loaded: AdminTenant, body: Delete, parts: Parts, serving: Served
 ) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(
-        lambda: delete_documents(_storage(state), loaded.policy.index_name, body.ids)
+        lambda: delete_documents(serving.deps.storage, loaded.policy.index_name, body.ids)
     )
     parts.indexes.invalidate(loaded.policy.index_name)
     log.info("documents_deleted", n=len(body.ids), version=result.version)

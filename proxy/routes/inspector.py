@@ -31,7 +31,7 @@ from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import admin_tenant_for
 from groundproxy.proxy.routes import provenance
 from groundproxy.proxy.serving.traces import STEP_ID_RE
-from groundproxy.proxy.state import Parts, State, app_state
+from groundproxy.proxy.state import Parts, Served, app_state
 from groundproxy.proxy.storage import answers
 
 router = APIRouter()
@@ -92,12 +92,12 @@ async def list_answers(
     q: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=answers.MAX_LIST)] = 50,
 ) -> dict[str, Any]:
-    state = app_state(request)
+    traces = app_state(request).served().deps.traces
     loaded = _admin(request)
     settings = loaded.policy.traces
-    if state.traces is None or not settings.enabled:
+    if not settings.enabled:
         return {"object": "list", "traces_enabled": False, "data": []}
-    store = state.traces.get(loaded.policy.tenant)
+    store = traces.get(loaded.policy.tenant)
     not_before = time.time() - settings.retention_hours * 3600.0
     query = (q or "").strip() or None
     found = await anyio.to_thread.run_sync(
@@ -108,12 +108,12 @@ async def list_answers(
 
 @router.get("/v1/groundproxy/ui/answers/{step_id}")
 async def get_answer(step_id: str, request: Request) -> dict[str, Any]:
-    state = app_state(request)
+    traces = app_state(request).served().deps.traces
     loaded = _admin(request)
     settings = loaded.policy.traces
-    if state.traces is None or not settings.enabled or not STEP_ID_RE.match(step_id):
+    if not settings.enabled or not STEP_ID_RE.match(step_id):
         raise NotFoundError("no such answer for this tenant")
-    store = state.traces.get(loaded.policy.tenant)
+    store = traces.get(loaded.policy.tenant)
     not_before = time.time() - settings.retention_hours * 3600.0
     found = await anyio.to_thread.run_sync(
         lambda: store.read(lambda conn: answers.one(conn, step_id, not_before))
@@ -124,8 +124,10 @@ async def get_answer(step_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/groundproxy/ui/traces/{trace_id}")
-async def get_trace(trace_id: str, request: Request, parts: Parts, state: State) -> dict[str, Any]:
-    return await provenance.get_trace(trace_id, _admin(request), parts, state)
+async def get_trace(
+    trace_id: str, request: Request, parts: Parts, serving: Served
+) -> dict[str, Any]:
+    return await provenance.get_trace(trace_id, _admin(request), parts, serving)
 
 
 @router.get("/v1/groundproxy/ui/documents/{doc_id:path}")

@@ -21,7 +21,7 @@ from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.guards import final_step, walk_back
 from groundproxy.proxy.auth import ReaderTenant
 from groundproxy.proxy.serving.traces import TRACE_ID_RE
-from groundproxy.proxy.state import Parts, State
+from groundproxy.proxy.state import Parts, Served
 from groundproxy.retrieval.chunk_store import DocumentRecord
 
 router = APIRouter()
@@ -102,12 +102,12 @@ async def get_document(
 
 @router.get("/v1/groundproxy/traces/{trace_id}")
 async def get_trace(
-    trace_id: str, loaded: ReaderTenant, parts: Parts, state: State
+    trace_id: str, loaded: ReaderTenant, parts: Parts, serving: Served
 ) -> dict[str, Any]:
     if not TRACE_ID_RE.match(trace_id):
         raise NotFoundError("no such trace for this tenant")
-    traces = state.traces
-    if traces is None or not loaded.policy.traces.enabled:
+    traces = serving.deps.traces
+    if not loaded.policy.traces.enabled:
         raise NotFoundError("traces are disabled for this tenant (policy traces.enabled)")
     settings = loaded.policy.traces
     store = traces.get(loaded.policy.tenant)

@@ -1,40 +1,68 @@
-"""One guarded chat completion: upstream call, guard, and the annotated response body."""
+"""``POST /v1/chat/completions`` served: upstream call, guard, and the annotated answer.
+
+:class:`ChatServing` answers in one of three modes, each through the one guarded call
+(:class:`proxy.serving.call.GuardedCall`):
+
+- **buffer** (non-stream, ``stream: buffer`` tenants, an answer-level decision in force, or
+  ``x-groundproxy-stream: buffer``): the whole answer is guarded, then sent — as JSON, or
+  re-sent as stream chunks with every ``x-groundproxy-*`` header up front;
+- **sentence** (``stream: sentence`` tenants): each sentence is sent once verified
+  (:mod:`proxy.streaming.sentence`);
+- **relay** (``guard: false`` tenants' streams): relayed as they come
+  (:mod:`proxy.streaming.relay`).
+"""
 
 from __future__ import annotations
 
-import time
-import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
+from fastapi.responses import JSONResponse, Response
 
-from groundproxy.guards import parse_json_answer, report_body, response_schema
+from groundproxy.guards import (
+    dropped_note,
+    parse_json_answer,
+    report_body,
+    response_schema,
+    still_describes,
+)
 from groundproxy.guards.types import GuardReport
-from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.protocol import ChatCompletionRequest
-from groundproxy.proxy.serving.guarding import GuardService
-from groundproxy.proxy.serving.headers import response_headers
+from groundproxy.proxy.serving.call import Asked, Scope, UpstreamServing
+from groundproxy.proxy.serving.guarding import Held
+from groundproxy.proxy.serving.headers import NO_BUFFERING, asks_buffer
 from groundproxy.proxy.serving.json_answer import guard_json
-from groundproxy.proxy.serving.openai_shape import shape_completion
-from groundproxy.proxy.serving.traces import TraceRequest, record_step
+from groundproxy.proxy.serving.openai_shape import shape_completion, wants_usage
+from groundproxy.proxy.streaming.event_stream import EventStreamResponse
+from groundproxy.proxy.streaming.metered import MeteredStream
 from groundproxy.proxy.streaming.pacing import within_deadline
-from groundproxy.proxy.upstream.client import Upstream, resolve_model
+from groundproxy.proxy.streaming.relay import relay_events, wants_relay
+from groundproxy.proxy.streaming.sentence import (
+    open_sentence_stream,
+    sentence_events,
+    wants_sentence_mode,
+)
+from groundproxy.proxy.streaming.sse import completion_to_chunks
+from groundproxy.proxy.upstream.client import resolve_model
 
-log = structlog.get_logger(__name__)
+
+def no_claims() -> GuardReport:
+    """The report of an answer with no text to verify (e.g. only tool calls)."""
+    return GuardReport("", "", [], trust=1.0, action="none")
 
 
 @dataclass
-class GuardedCompletion:
+class Completed:
+    """A whole guarded chat completion: the body to send and its headers."""
+
     body: dict[str, Any]
     headers: dict[str, str]
-    report: GuardReport
-    upstream_ms: float
+    report: GuardReport  # choice 0's (each choice of n > 1 carries its own in the body)
 
 
-def new_step_id() -> str:
-    return f"st_{uuid.uuid4().hex[:16]}"
+def asked_by(req: ChatCompletionRequest) -> Asked:
+    return Asked(req.question(), req.context_messages())
 
 
 def _answer_text(choice: dict[str, Any]) -> str | None:
@@ -43,82 +71,139 @@ def _answer_text(choice: dict[str, Any]) -> str | None:
     return content if isinstance(content, str) else None
 
 
-async def guarded_completion(
-    req: ChatCompletionRequest,
-    loaded: LoadedPolicy,
-    upstream: Upstream,
-    guard: GuardService,
-    metrics: Metrics,
-    request_id: str,
-    stream_upstream: bool = False,
-    trace: TraceRequest | None = None,
-    deadline: bool = False,
-) -> GuardedCompletion:
-    """Call the upstream, guard every choice's text, and rewrite the body per the policy.
+class ChatServing(UpstreamServing):
+    """Chat completions over the guarded call, the tenants' upstreams and the metrics."""
 
-    A streamed upstream (or ``deadline``: the client asked for a stream) must answer
-    within the policy's ``stream_deadline_ms`` (proxy.streaming.pacing)."""
-    policy = loaded.policy
-    model = resolve_model(policy.upstream, req.model)
-    messages = [m.model_dump(exclude_none=True) for m in req.messages]
-    call = upstream.complete(
-        policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
-    )
-    answer = await (within_deadline(policy, call) if stream_upstream or deadline else call)
-    metrics.observe_upstream(policy.tenant, answer.seconds, answer.completion.usage)
-    body = answer.body
-    body["model"] = req.model
-    question = req.question()
-    context = req.context_messages()
-
-    shape_completion(body)
-    _, schema = response_schema(req.passthrough().get("response_format"))
-    reports: list[GuardReport] = []
-    dropped = False
-    started = time.perf_counter()
-    for choice in body.get("choices") or []:
-        text = _answer_text(choice)
-        if text is None:  # no prose (e.g. only tool calls): nothing to verify
-            continue
-        doc = parse_json_answer(text) if policy.guard else None
-        if doc is not None:  # JSON stays JSON (asked for or not): its statements are claims
-            report = await guard_json(text, doc, schema, question, context, policy, guard)
-        else:
-            lp = choice.get("logprobs")  # read only by an adapter that uses them
-            report = await guard.guard(text, question, context, policy, lp)
-        reports.append(report)
-        choice["message"]["content"] = report.text
-        if report.text != text and choice.get("logprobs"):
-            choice["logprobs"] = None  # they described tokens the rewrite replaced
-            dropped = True
-        if report.blocked:
-            choice["finish_reason"] = "content_filter"
-            choice["message"].pop("tool_calls", None)
-        if len(body["choices"]) > 1:
-            choice["groundproxy"] = report_body(report, loaded.policy_id)
-
-    guard_ms = (time.perf_counter() - started) * 1000.0
-    # No text to verify (e.g. only tool calls): nothing was claimed, nothing is at risk.
-    report = reports[0] if reports else GuardReport("", "", [], trust=1.0, action="none")
-    report.latency_ms = guard_ms
-    step_id = new_step_id()
-    body["groundproxy"] = report_body(report, loaded.policy_id)
-    if dropped:
-        body["groundproxy"]["notes"] = ["logprobs dropped: the answer was rewritten"]
-    trace_id = None
-    if trace is not None:  # multi-step traces: store this generation as a DAG node
-        trace_id = await record_step(
-            trace, step_id, request_id, loaded.policy_id, question, context, report
+    async def create(self, scope: Scope, req: ChatCompletionRequest) -> Response:
+        """The route's answer, in the mode the request and policy ask for."""
+        guard = self.call.guard
+        sentence = (  # an answer-level decision (adapter, learned) needs the whole answer
+            wants_sentence_mode(req, scope.loaded)
+            and not asks_buffer(scope.request.headers)
+            and not guard.decides_per_answer(scope.policy)
         )
-    headers = response_headers(
-        "buffer", loaded.policy_id, step_id, request_id, report=report, trace_id=trace_id
-    )
-    log.info(
-        "guarded",
-        action=report.action,
-        trust=round(report.trust, 3),
-        claims=len(report.claims),
-        guard_ms=round(guard_ms, 1),
-        upstream_ms=round(answer.seconds * 1000.0, 1),
-    )
-    return GuardedCompletion(body, headers, report, answer.seconds * 1000.0)
+        if sentence or wants_relay(req, scope.loaded):
+
+            async def incremental(held: Held) -> Response:
+                return await self._incremental(scope, req, held)
+
+            return await self.call.run(scope, incremental)
+
+        async def whole(held: Held) -> Completed:
+            return await self.complete(scope, req, stream_upstream=req.stream)
+
+        done = await self.call.run(scope, whole)
+        if isinstance(done, Response):
+            return done  # 499: the client went away
+        if not req.stream:
+            return JSONResponse(done.body, headers=done.headers)
+
+        def events() -> Iterator[bytes]:
+            yield from completion_to_chunks(done.body, wants_usage(req.passthrough()))
+
+        headers = {**done.headers, **NO_BUFFERING}
+        return EventStreamResponse(events(), media_type="text/event-stream", headers=headers)
+
+    async def complete(
+        self, scope: Scope, req: ChatCompletionRequest, *, stream_upstream: bool = False,
+        deadline: bool = False,
+    ) -> Completed:  # fmt: skip
+        """Call the upstream, guard every choice's text, and rewrite the body per the policy.
+
+        A streamed upstream (or ``deadline``: the client asked for a stream) must answer
+        within the policy's ``stream_deadline_ms`` (proxy.streaming.pacing)."""
+        policy = scope.policy
+        model = resolve_model(policy.upstream, req.model)
+        messages = [m.model_dump(exclude_none=True) for m in req.messages]
+        call = self.upstream.complete(
+            policy.upstream, model, messages, req.passthrough(), stream=stream_upstream
+        )
+        answer = await (within_deadline(policy, call) if stream_upstream or deadline else call)
+        self.metrics.observe_upstream(policy.tenant, answer.seconds, answer.completion.usage)
+        body = answer.body
+        body["model"] = req.model
+        shape_completion(body)
+        asked = asked_by(req)
+        started = self.call.clock.monotonic()
+        reports, notes = await self._guard_choices(scope, req, body, asked)
+        report = reports[0] if reports else no_claims()
+        report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
+        body["groundproxy"] = report_body(report, scope.policy_id)
+        if notes:
+            body["groundproxy"]["notes"] = notes
+        headers = await self.call.conclude(scope, report, asked, answer.seconds * 1000.0)
+        return Completed(body, headers, report)
+
+    async def _guard_choices(
+        self, scope: Scope, req: ChatCompletionRequest, body: dict[str, Any], asked: Asked
+    ) -> tuple[list[GuardReport], list[str]]:
+        """Each choice's text guarded and replaced in ``body``: (reports, notes on logprobs
+        dropped)."""
+        policy = scope.policy
+        _, schema = response_schema(req.passthrough().get("response_format"))
+        reports: list[GuardReport] = []
+        notes: list[str] = []
+        choices = body.get("choices") or []
+        for i, choice in enumerate(choices):
+            text = _answer_text(choice)
+            if text is None:  # no prose (e.g. only tool calls): nothing to verify
+                continue
+            doc = parse_json_answer(text) if policy.guard else None
+            if doc is not None:  # JSON stays JSON (asked for or not): its statements are claims
+                report = await guard_json(text, doc, schema, asked, policy, self.call.guard)
+            else:  # a choice's logprobs are read only by an adapter that uses them
+                report = await self.call.guard_text(scope, text, asked, choice.get("logprobs"))
+            reports.append(report)
+            choice["message"]["content"] = report.text
+            if choice.get("logprobs") and not still_describes(text, report.text):
+                choice["logprobs"] = None  # they described tokens the rewrite replaced
+                note = dropped_note(report.claims, report.blocked)
+                notes.append(note if len(choices) == 1 else f"choice {i}: {note}")
+            if report.blocked:
+                choice["finish_reason"] = "content_filter"
+                choice["message"].pop("tool_calls", None)
+            if len(choices) > 1:
+                choice["groundproxy"] = report_body(report, scope.policy_id)
+        return reports, notes
+
+    async def _incremental(self, scope: Scope, req: ChatCompletionRequest, held: Held) -> Response:
+        """Open the upstream stream first (its errors keep their status), then stream it as
+        it comes: sentence by sentence once verified, or relayed when the guard is off. The
+        arrival hold's place goes with the stream (its first segment guard takes it over)
+        and is given back when the stream ends."""
+        loaded, guard = scope.loaded, self.call.guard
+        opened = await open_sentence_stream(req, loaded, self.upstream)
+        stream = MeteredStream(opened, self.metrics, scope.policy.tenant)  # time, tokens
+        asked = asked_by(req)
+
+        async def on_report(report: GuardReport) -> None:
+            if not loaded.policy.guard:  # relayed: one action per answer
+                self.metrics.observe_unguarded(loaded.policy.tenant)
+            await self.call.record(scope, report, asked)
+
+        if not loaded.policy.guard:
+            events = relay_events(req, scope, stream, on_report)
+            headers = self.call.stream_headers(scope, "relay")
+        else:
+            events = sentence_events(req, scope, stream, guard, on_report, held.reservation)
+            headers = self.call.stream_headers(scope, "sentence")
+        return EventStreamResponse(
+            _releasing(events, held.detach()),
+            media_type="text/event-stream",
+            headers={**headers, **NO_BUFFERING},
+        )
+
+
+async def _releasing(
+    events: AsyncIterator[bytes], release: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    """``events``, then ``release`` however the stream ends (done, error, disconnect); a
+    stream closed early closes ``events`` too (``async for`` alone would leave it open)."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        release()
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()

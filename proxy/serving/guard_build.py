@@ -22,7 +22,7 @@ from groundproxy.models.registry import VerifierRegistry, models_dir_for
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import GuardQueue
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
 from groundproxy.proxy.storage.calibration import CalibrationCache
 from groundproxy.retrieval.storage import TenantIndexes
 
@@ -115,7 +115,7 @@ def build_parts(
     embedder: Embedder | None = None,
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
-    storage: Storage | None = None,
+    storage: GuardStorage | None = None,
 ) -> GuardParts:
     """The guard's dependencies from ``settings`` (data dir, embedder name, batching).
 

@@ -1,8 +1,8 @@
-"""Runs the guard's two stages (:mod:`guards.stages`) for one answer: off the event loop,
-inside the policy's latency budget.
+"""Runs the guard's two stages (:mod:`guards.stages`, :mod:`guards.action`) for one answer:
+off the event loop, inside the policy's latency budget.
 
 What an answer becomes when the guard fails or overruns is decided in
-:mod:`guards.failures` (``on_guard_error``, the budget); this module only catches and
+:mod:`guards.action` (``on_guard_error``, the budget); this module only catches and
 times. :func:`build_guard` is the one place a guard is wired (serve, check, eval,
 calibrate, the benchmarks).
 """
@@ -10,6 +10,7 @@ calibrate, the benchmarks).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -44,7 +45,8 @@ from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
-from groundproxy.proxy.storage.backends import EmbeddedStorage, Storage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
+from groundproxy.proxy.upstream.redact import public_error
 
 log = structlog.get_logger(__name__)
 
@@ -72,7 +74,7 @@ async def off_loop(
     *args: object,
     budget_spent: bool = False,
 ) -> GuardReport:
-    """``fn(answer, policy, *args, halt=...)`` (a :mod:`guards.failures` report) in a worker
+    """``fn(answer, policy, *args, halt=...)`` (a :mod:`guards.action` failure report) in a worker
     thread, its claim splitting cut short after REPORT_S — at once when ``budget_spent``
     (the cheap sentence split: a 20,000-word answer's clause split took 45 ms more): the
     event loop never splits a (possibly huge) answer, and an answer past its budget is not
@@ -158,23 +160,19 @@ class GuardService:
         return found if found.count > 0 else None
 
     def verify_sync(
-        self,
-        answer: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
-        policy: Policy,
-        *,
-        index: IndexChoice = TENANT_INDEX,
-        threshold: float | None = None,
-        cache: bool = True,
-        stop: Callable[[], bool] | None = None,
-    ) -> Verified:
+        self, answer: str, question: str | None, context: Context, policy: Policy,
+        **options: Unpack[VerifyOptions],
+    ) -> Verified:  # fmt: skip
         """Stage 1 with the tenant's index, verdict cache and calibrated threshold.
 
-        ``index`` replaces the tenant's (eval's temporary index, or None: request context
-        only); ``threshold`` the calibrated one; ``stop`` (true once the caller gave up)
+        ``options`` (:class:`VerifyOptions`): ``index`` replaces the tenant's (eval's
+        temporary index, or None: request context only); ``threshold`` the calibrated one;
+        ``cache`` False skips the verdict cache; ``stop`` (true once the caller gave up)
         ends the work at verify's next check. Failures raise (GroundproxyError).
         """
+        index = options.get("index", TENANT_INDEX)
+        threshold = options.get("threshold")
+        cache = options.get("cache", True)
         parts = self.parts
         verifier = self.verifier(policy.verifier.model)
         if threshold is None:  # verifier.threshold: calibrated → the tenant's file
@@ -190,11 +188,11 @@ class GuardService:
                 policy=policy,
                 verifier=cached if cache else verifier,
                 evidence_for=evidence,
-                threshold=threshold,
-                halt=stop,
+                halt=options.get("stop"),
             )
         finally:
             parts.batching.leave()
+        verified = dataclasses.replace(verified, threshold=threshold)
         if cache:
             stats = parts.verdict_cache.stats()
             log.info(
@@ -320,7 +318,7 @@ class GuardService:
     ) -> Verified | GuardReport:
         """Stage 1 in a worker thread (after the queue, :mod:`proxy.serving.admission`) within the
         policy's latency budget; when shed, on a failure or past the budget, the report
-        :mod:`guards.failures` decides instead (``on_guard_error: block`` refuses).
+        :mod:`guards.action` decides instead (``on_guard_error: block`` refuses).
         ``reservation``: the place of the request this guard belongs to (a stream's
         segments pass it; else the one the request's context made is taken)."""
         budget_s = policy.latency_budget_ms / 1000.0
@@ -347,7 +345,7 @@ class GuardService:
                 error_type=type(err).__name__,
                 error=err.message if isinstance(err, GroundproxyError) else str(err)[:200],
             )
-            return await off_loop(failure_report, answer, policy, err)
+            return await off_loop(failure_report, answer, policy, public_error(err))
 
     async def guard(
         self,
@@ -368,7 +366,7 @@ class GuardService:
             try:  # in a worker thread: an adapter's token alignment may run the embedder
                 report = await anyio.to_thread.run_sync(self.finish, checked, policy, logprobs)
             except GroundproxyError as err:  # an unreadable adapter: on_guard_error
-                report = failure_report(answer, policy, err)
+                report = failure_report(answer, policy, public_error(err))
         else:
             report = checked
         self.observe(policy, report, time.perf_counter() - started)
@@ -384,7 +382,7 @@ def build_guard(
     embedder: Embedder | None = None,
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
-    storage: Storage | None = None,
+    storage: GuardStorage | None = None,
 ) -> GuardService:
     """The guard for ``settings`` (see :func:`proxy.serving.guard_build.build_parts`); indexes,
     calibration and adapters from ``storage`` (default: the files under ``settings.data``)."""

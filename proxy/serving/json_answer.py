@@ -11,6 +11,7 @@ from typing import Any
 from groundproxy.guards import claim_text, guarded_json
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
+from groundproxy.proxy.serving.call import Asked
 from groundproxy.proxy.serving.guarding import GuardService
 
 
@@ -18,8 +19,7 @@ async def guard_json(
     text: str,
     doc: Any,
     schema: dict[str, Any] | None,
-    question: str | None,
-    context: list[tuple[str, str]],
+    asked: Asked,
     policy: Policy,
     guard: GuardService,
 ) -> GuardReport:
@@ -27,7 +27,7 @@ async def guard_json(
     found = claim_text(doc)
     if not found.leaves:
         return GuardReport(text, text, [], trust=1.0, action="none")
-    report = await guard.guard(found.text, question, context, policy)
+    report = await guard.guard(found.text, asked.question, list(asked.context), policy)
     content = guarded_json(
         text, found, report.claims, report.blocked, policy.actions.refusal, schema
     )

@@ -69,6 +69,8 @@ def shape_completion(body: Json) -> Json:
     for choice in body.get("choices") or []:
         _strip(choice, ())
         choice.setdefault("logprobs", None)
+        if isinstance(choice["logprobs"], dict):  # both keys are required (nullable)
+            choice["logprobs"] = {"content": None, "refusal": None, **choice["logprobs"]}
         choice["message"] = shape_message(choice.get("message") or {})
         choice["finish_reason"] = choice.get("finish_reason") or "stop"
     usage = shape_usage(body.get("usage"))

@@ -1,7 +1,7 @@
 """OpenAI's Responses API (``POST /v1/responses``) on top of chat completions.
 
 groundproxy answers a Responses request by translating it into one chat completion
-(:func:`to_chat`), guarding that like any chat answer (``proxy.serving.chat.guarded_completion``:
+(:func:`to_chat`), guarding that like any chat answer (``proxy.serving.chat.ChatServing.complete``:
 the output text's claims verified and rewritten per the policy), and translating the
 guarded completion back (:func:`to_response`). So every upstream litellm can call serves
 the Responses API too; what a chat completion cannot express is refused with a clear 400
@@ -154,6 +154,15 @@ def _output(choice: Json) -> list[Json]:
     return out
 
 
+def _echoed(tool: Json) -> Json:
+    """A request's tool as the response echoes it: a function tool with the fields the
+    spec requires (``strict`` and ``parameters``: null when the request left them out —
+    nothing was asked of the upstream)."""
+    if isinstance(tool, dict) and tool.get("type") == "function":
+        return {"parameters": None, "strict": None, **tool}
+    return tool
+
+
 def to_response(data: Json, body: Json, response_id: str) -> Json:
     """The guarded chat completion ``body`` → the Responses API's ``response`` object."""
     choice = (body.get("choices") or [{}])[0]
@@ -175,7 +184,7 @@ def to_response(data: Json, body: Json, response_id: str) -> Json:
         "temperature": data.get("temperature"),
         "text": data.get("text") or {"format": {"type": "text"}},
         "tool_choice": data.get("tool_choice", "auto"),
-        "tools": data.get("tools") or [],
+        "tools": [_echoed(t) for t in data.get("tools") or []],
         "top_p": data.get("top_p"),
         "truncation": "disabled",
         "usage": _usage(body.get("usage")),

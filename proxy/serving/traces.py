@@ -28,7 +28,7 @@ import structlog
 from groundproxy.errors import BadRequestError
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStep, TraceStores
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +64,18 @@ class TraceRequest:
             )
 
 
+@dataclass
+class StepNode:
+    """One guarded generation, as its trace node records it."""
+
+    step_id: str
+    request_id: str
+    policy_id: str
+    question: str | None
+    context: Sequence[tuple[str, str]]
+    report: GuardReport
+
+
 def parse_trace_headers(
     trace_header: str | None, parents_header: str | None
 ) -> tuple[str | None, list[str]]:
@@ -90,33 +102,17 @@ def parse_trace_headers(
     return trace_id, list(dict.fromkeys(parents))
 
 
-async def record_step(
-    trace: TraceRequest,
-    step_id: str,
-    request_id: str,
-    policy_id: str,
-    question: str | None,
-    context: Sequence[tuple[str, str]],
-    report: GuardReport,
-) -> str | None:
+async def record_step(trace: TraceRequest, node: StepNode) -> str | None:
     """Store the node off the event loop; returns the trace id, or None when it failed (a
     trace store error never fails the completion — it is logged)."""
     import functools
 
     import anyio
 
+    step = TraceStep(node.step_id, node.request_id, node.policy_id, node.question,
+                     list(node.context), trace.trace_id, trace.parents, trace.model)  # fmt: skip
     call = functools.partial(
-        trace.stores.get(trace.tenant).record,
-        step_id=step_id,
-        trace_id=trace.trace_id,
-        parents=trace.parents,
-        request_id=request_id,
-        policy_id=policy_id,
-        question=question,
-        context=list(context),
-        report=report,
-        settings=trace.settings,
-        model=trace.model,
+        trace.stores.get(trace.tenant).record, step, node.report, trace.settings
     )
     try:
         return await anyio.to_thread.run_sync(call)

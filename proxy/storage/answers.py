@@ -21,31 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundproxy.guards.types import GuardReport
+from groundproxy.proxy.storage.trace_node import COLS, StoredNode
 
 MAX_RETURNED_CHARS = 20_000
 MAX_LIST = 200
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
-    step_id TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    returned TEXT NOT NULL,
-    latency_ms REAL NOT NULL,
-    verifier TEXT NOT NULL,
-    probs TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS nodes_by_request ON nodes (request_id);
-"""
-_COLS = (
-    "n.step_id, n.trace_id, n.parents, n.created, n.request_id, n.policy, n.answer, n.trust, "
-    "n.action, n.claims, a.model, a.returned, a.latency_ms, a.verifier, a.probs"
+_NODE = len(COLS.split(","))  # the node's columns come first, then the answer's
+_COLS = ", ".join(f"n.{c.strip()}" for c in COLS.split(",")) + (
+    ", a.model, a.returned, a.latency_ms, a.verifier, a.probs"
 )
 _FROM = "FROM nodes n LEFT JOIN answers a ON a.step_id = n.step_id"
-
-
-def create_schema(conn: sqlite3.Connection) -> None:
-    """Create the table (after the ``nodes`` table exists)."""
-    conn.executescript(_SCHEMA)
 
 
 def insert(
@@ -132,25 +117,26 @@ class Answer:
 
 
 def _answer(row: Sequence[Any]) -> Answer:
-    claims = list(json.loads(row[9]))
-    probs = json.loads(row[14]) if row[14] is not None else []
-    for claim, p in zip(claims, probs, strict=False):
+    node = StoredNode.from_row(row[:_NODE], json.loads)
+    model, returned, latency_ms, verifier, probs = row[_NODE:]
+    claims = node.claims
+    for claim, p in zip(claims, json.loads(probs) if probs is not None else [], strict=False):
         claim["probs"] = {"supported": p[0], "contradicted": p[1], "unverifiable": p[2]}
     return Answer(
-        step_id=str(row[0]),
-        trace_id=str(row[1]),
-        parents=list(json.loads(row[2])),
-        created=float(row[3]),
-        request_id=str(row[4]),
-        policy=str(row[5]),
-        original=str(row[6]),
-        trust=float(row[7]),
-        action=str(row[8]),
+        step_id=node.step_id,
+        trace_id=node.trace_id,
+        parents=list(node.parents),
+        created=node.created,
+        request_id=node.request_id,
+        policy=node.policy,
+        original=node.answer,
+        trust=node.trust,
+        action=node.action,
         claims=claims,
-        model=None if row[10] is None else str(row[10]),
-        returned=None if row[11] is None else str(row[11]),
-        latency_ms=None if row[12] is None else float(row[12]),
-        verifier=None if row[13] is None else str(row[13]),
+        model=None if model is None else str(model),
+        returned=None if returned is None else str(returned),
+        latency_ms=None if latency_ms is None else float(latency_ms),
+        verifier=None if verifier is None else str(verifier),
     )
 
 

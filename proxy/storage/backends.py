@@ -33,20 +33,42 @@ from groundproxy.retrieval.ingest import (
 from groundproxy.retrieval.storage import TenantIndexes
 
 
-class Storage(Protocol):
-    """A storage backend: everything the server reads or writes outside policy files."""
-
-    name: str
+class IndexStorage(Protocol):
+    """The tenants' document indexes: read (the server's cache) and written (ingest)."""
 
     def indexes(self, embedder: Embedder | None) -> TenantIndexes: ...
 
     def open_writer(self) -> WriterOpener: ...
 
+
+class TraceStorage(Protocol):
+    """The tenants' multi-step traces (and the answers the inspector lists)."""
+
     def traces(self) -> TraceStores: ...
+
+
+class CalibrationStorage(Protocol):
+    """The tenants' calibrated thresholds (``groundproxy calibrate``)."""
 
     def calibrations(self) -> CalibrationCache: ...
 
-    def write_calibration(self, tenant: str, content: dict[str, Any]) -> str: ...
+    def write_calibration(self, tenant: str, content: dict[str, Any]) -> str:
+        """Store the tenant's calibration: where it went."""
+        ...
+
+
+class LabelStorage(Protocol):
+    """Reviewers' labels (``POST /v1/groundproxy/feedback``), what adapters are fitted on."""
+
+    def append_feedback(self, tenant: str, item: Labelled) -> tuple[Labelled, int]:
+        """Store one label: (the stored record, the tenant's count)."""
+        ...
+
+    def read_feedback(self, tenant: str) -> list[Labelled]: ...
+
+
+class AdapterStorage(Protocol):
+    """The tenants' fitted adapters (:mod:`groundproxy.guards.adapter`), every version."""
 
     def adapters(self) -> AdapterCache: ...
 
@@ -54,11 +76,15 @@ class Storage(Protocol):
         """Store the tenant's next adapter version, in force from now on: (version, where)."""
         ...
 
-    def append_feedback(self, tenant: str, item: Labelled) -> tuple[Labelled, int]:
-        """Store one label: (the stored record, the tenant's count)."""
-        ...
 
-    def read_feedback(self, tenant: str) -> list[Labelled]: ...
+class GuardStorage(IndexStorage, CalibrationStorage, AdapterStorage, Protocol):
+    """What a guard reads (:func:`proxy.serving.guarding.build_guard`)."""
+
+
+class Storage(GuardStorage, TraceStorage, LabelStorage, Protocol):
+    """A whole backend: everything the server reads or writes outside policy files."""
+
+    name: str
 
     def start(self) -> None:
         """At server start-up: connect and migrate the schema (fails fast on a bad URL)."""
@@ -194,7 +220,7 @@ def started_storage(data_dir: Path, database_url: str | None) -> Iterator[Storag
         storage.close()
 
 
-def _opener(storage: Storage) -> WriterOpener:
+def _opener(storage: IndexStorage) -> WriterOpener:
     return storage.open_writer()
 
 

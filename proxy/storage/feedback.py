@@ -31,8 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundproxy.errors import BadRequestError
+from groundproxy.errors import BadRequestError, ConflictError, NotFoundError
 from groundproxy.guards import TokenLogprob, parse_logprobs
+from groundproxy.proxy.storage.sqlite_traces import LabelRef, TraceStore
+from groundproxy.proxy.storage.trace_node import StoredNode
 from groundproxy.retrieval.names import validate_tenant
 
 FEEDBACK_FILE = "feedback.jsonl"
@@ -110,15 +112,25 @@ def _logprobs(d: Mapping[str, Any]) -> list[dict[str, Any]] | None:
 
 def answer_label(d: Mapping[str, Any], claims: Sequence[Mapping[str, str]] | None) -> int:
     """``label_hallucinated`` (0/1), ``label`` (supported/hallucinated), else the claims."""
-    if "label_hallucinated" in d:
-        v = d["label_hallucinated"]
-        if v not in (0, 1) or isinstance(v, float | str):
-            raise BadRequestError("'label_hallucinated' must be 0 or 1", param="label_hallucinated")
-        return int(v)
-    if "label" in d:
+    named = None
+    if d.get("label") is not None:
         if d["label"] not in ("supported", "hallucinated"):
             raise BadRequestError("'label' must be supported or hallucinated", param="label")
-        return int(d["label"] == "hallucinated")
+        named = int(d["label"] == "hallucinated")
+    if d.get("label_hallucinated") is not None:
+        v = d["label_hallucinated"]
+        if v not in (0, 1) or isinstance(v, bool | float | str):
+            raise BadRequestError(
+                "'label_hallucinated' must be the integer 0 or 1", param="label_hallucinated"
+            )
+        if named is not None and named != v:
+            raise BadRequestError(
+                f"'label' ({d['label']}) and 'label_hallucinated' ({v}) disagree: give one",
+                param="label",
+            )
+        return int(v)
+    if named is not None:
+        return named
     if claims:
         return int(any(c["label"] == "hallucinated" for c in claims))
     raise BadRequestError("give 'label', 'label_hallucinated' or labelled 'claims'", param="label")
@@ -154,11 +166,35 @@ def parse_labelled(d: Any) -> Labelled:
     )
 
 
-def append(data_dir: Path, tenant: str, item: Labelled) -> Labelled:
-    """Append one record (id and time set here); returns it."""
-    stored = Labelled(
+def label_target(store: TraceStore, by: LabelRef, ref: str, not_before: float) -> StoredNode:
+    """The one stored answer of the tenant a label names. A ``step_id`` is the server's
+    own (``x-groundproxy-step-id``): it names one answer. A ``request_id`` is the client's
+    (``x-request-id`` is echoed): it binds only while exactly one answer within retention
+    carries it — a second answer sent with the same id makes it ambiguous (409), so a
+    duplicate id never moves a reviewer's label onto another answer."""
+    found = store.labelled(by, ref, not_before)
+    if not found:
+        raise NotFoundError(f"no guarded answer with {by} {ref!r} for this tenant")
+    if len(found) > 1:
+        raise ConflictError(
+            f"request id {ref!r} names more than one guarded answer of this tenant (request "
+            "ids are chosen by clients): label the answer by its step_id "
+            "(x-groundproxy-step-id)",
+            param=by,
+        )
+    return found[0]
+
+
+def stamped(item: Labelled) -> Labelled:
+    """``item`` as a backend stores it: a new id and the time now."""
+    return Labelled(
         **{**asdict(item), "id": f"fb-{uuid.uuid4().hex[:16]}", "created": round(time.time(), 3)}
     )
+
+
+def append(data_dir: Path, tenant: str, item: Labelled) -> Labelled:
+    """Append one record (id and time set here); returns it."""
+    stored = stamped(item)
     path = feedback_path(data_dir, tenant)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(asdict(stored), ensure_ascii=False) + "\n").encode("utf-8")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from psycopg.types.json import Jsonb
 from groundproxy.errors import PolicyError
 from groundproxy.guards import Adapter, read_adapter
 from groundproxy.proxy.storage.adapters import AdapterCache
-from groundproxy.proxy.storage.feedback import Labelled, parse_labelled
+from groundproxy.proxy.storage.feedback import Labelled, parse_labelled, stamped
 from groundproxy.retrieval.names import validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
 
@@ -31,9 +30,7 @@ from groundproxy.retrieval.pg_pool import PgPool
 def append_pg_feedback(pool: PgPool, tenant: str, item: Labelled) -> tuple[Labelled, int]:
     """Store one label (id and time set here): (the stored record, the tenant's count)."""
     tenant = validate_tenant(tenant)
-    stored = Labelled(
-        **{**asdict(item), "id": f"fb-{uuid.uuid4().hex[:16]}", "created": round(time.time(), 3)}
-    )
+    stored = stamped(item)
     record = Jsonb(json.loads(json.dumps(asdict(stored), ensure_ascii=False)))
     with pool.connection() as conn:
         conn.execute(

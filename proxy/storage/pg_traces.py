@@ -25,12 +25,12 @@ from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.storage.calibration import CalibrationCache
 from groundproxy.proxy.storage.sqlite_traces import (
-    COLS,
     MAX_TRACE_NODES,
-    StoredNode,
+    LabelRef,
     TraceStore,
     TraceStores,
 )
+from groundproxy.proxy.storage.trace_node import COLS, StoredNode
 from groundproxy.retrieval.names import validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
 
@@ -66,28 +66,31 @@ class PgTraceStore(TraceStore):
     def close(self) -> None:
         """Connections belong to the pool."""
 
+    def _select(self, where: str, args: tuple[Any, ...]) -> list[StoredNode]:
+        """This tenant's nodes ``WHERE tenant = %s AND <where>``."""
+        sql = f"SELECT {COLS} FROM gp_trace_nodes WHERE tenant = %s AND {where}"
+        rows = self._run(lambda c: c.execute(sql, (self.tenant, *args)).fetchall())
+        return [_node(r) for r in rows]
+
     def get(self, step_ids: Sequence[str], not_before: float) -> dict[str, StoredNode]:
         ids = list(dict.fromkeys(step_ids))
         if not ids:
             return {}
-        rows = self._run(
-            lambda c: c.execute(
-                f"SELECT {COLS} FROM gp_trace_nodes WHERE tenant = %s AND step_id = ANY(%s) "
-                "AND created >= %s",
-                (self.tenant, ids, not_before),
-            ).fetchall()
+        found = self._select("step_id = ANY(%s) AND created >= %s", (ids, not_before))
+        return {n.step_id: n for n in found}
+
+    def labelled(self, by: LabelRef, ref: str, not_before: float) -> list[StoredNode]:
+        column = {"step_id": "step_id", "request_id": "request_id"}[by]
+        return self._select(
+            f"{column} = %s AND created >= %s ORDER BY created DESC, step_id DESC LIMIT 2",
+            (ref, not_before),
         )
-        return {n.step_id: n for n in map(_node, rows)}
 
     def _own_steps(self, trace_id: str, not_before: float) -> list[StoredNode]:
-        rows = self._run(
-            lambda c: c.execute(
-                f"SELECT {COLS} FROM gp_trace_nodes WHERE tenant = %s AND trace_id = %s "
-                "AND created >= %s ORDER BY created, step_id LIMIT %s",
-                (self.tenant, trace_id, not_before, MAX_TRACE_NODES),
-            ).fetchall()
+        return self._select(
+            "trace_id = %s AND created >= %s ORDER BY created, step_id LIMIT %s",
+            (trace_id, not_before, MAX_TRACE_NODES),
         )
-        return [_node(r) for r in rows]
 
     def _insert(self, node: StoredNode, report: GuardReport, model: str) -> None:
         # the inspector's answers table (``model``) is SQLite-only for now

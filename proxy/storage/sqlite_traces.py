@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from groundproxy.guards import TraceClaim, TraceNode
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import TracesPolicy
 from groundproxy.proxy.storage import answers
+from groundproxy.proxy.storage.sqlite_schema import create_schema
+from groundproxy.proxy.storage.trace_node import COLS, StoredNode
 from groundproxy.retrieval.names import validate_tenant
 
 T = TypeVar("T")
@@ -32,29 +33,7 @@ MAX_ANSWER_CHARS = 20_000
 MAX_CLAIMS = 200
 MAX_TRACE_NODES = 2_000
 PRUNE_EVERY = 64
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
-    step_id TEXT PRIMARY KEY,
-    trace_id TEXT NOT NULL,
-    parents TEXT NOT NULL,
-    created REAL NOT NULL,
-    request_id TEXT NOT NULL,
-    policy TEXT NOT NULL,
-    question_sha256 TEXT NOT NULL,
-    context_sha256 TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    trust REAL NOT NULL,
-    action TEXT NOT NULL,
-    claims TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS nodes_by_trace ON nodes (trace_id, created);
-CREATE INDEX IF NOT EXISTS nodes_by_created ON nodes (created);
-"""
-COLS = (
-    "step_id, trace_id, parents, created, request_id, policy, question_sha256, "
-    "context_sha256, answer, trust, action, claims"
-)
+LabelRef = Literal["step_id", "request_id"]  # what a reviewer's label names an answer by
 
 
 def _sha256(text: str) -> str:
@@ -66,97 +45,18 @@ def context_digest(context: Sequence[tuple[str, str]]) -> str:
 
 
 @dataclass(frozen=True)
-class StoredNode:
+class TraceStep:
+    """One guarded generation as its trace records it: who asked, under which policy, what
+    (the question and context are stored as digests only) and where it joins the trace."""
+
     step_id: str
-    trace_id: str
-    parents: tuple[str, ...]
-    created: float
     request_id: str
-    policy: str
-    question_sha256: str
-    context_sha256: str
-    answer: str
-    trust: float
-    action: str
-    claims: list[dict[str, Any]]
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any], decode: Callable[[Any], Any]) -> StoredNode:
-        """A node from a row of ``COLS``; ``decode`` reads the JSON columns (parents, claims)."""
-        return cls(
-            step_id=str(row[0]),
-            trace_id=str(row[1]),
-            parents=tuple(decode(row[2])),
-            created=float(row[3]),
-            request_id=str(row[4]),
-            policy=str(row[5]),
-            question_sha256=str(row[6]),
-            context_sha256=str(row[7]),
-            answer=str(row[8]),
-            trust=float(row[9]),
-            action=str(row[10]),
-            claims=list(decode(row[11])),
-        )
-
-    def row(self, encode: Callable[[Any], Any]) -> tuple[Any, ...]:
-        """The values of ``COLS``; ``encode`` writes the JSON columns (parents, claims)."""
-        return (
-            self.step_id,
-            self.trace_id,
-            encode(list(self.parents)),
-            self.created,
-            self.request_id,
-            self.policy,
-            self.question_sha256,
-            self.context_sha256,
-            self.answer,
-            self.trust,
-            self.action,
-            encode(self.claims),
-        )
-
-    def walk_node(self) -> TraceNode:
-        claims = tuple(
-            TraceClaim(
-                text=str(c["text"]),
-                verdict=str(c["verdict"]),
-                explanation=str(c.get("explanation", "")),
-                support=float(c.get("support", 0.0)),
-            )
-            for c in self.claims
-        )
-        outputs: list[TraceClaim] = []
-        for c, tc in zip(self.claims, claims, strict=True):
-            action = c.get("action")
-            if action in ("removed", "blocked"):
-                continue  # never reached a child step
-            if action == "corrected" and c.get("correction"):
-                why = f"the proxy corrected it ({tc.explanation})"
-                outputs.append(TraceClaim(str(c["correction"]), "supported", why, 1.0))
-            else:
-                outputs.append(tc)
-        return TraceNode(
-            step_id=self.step_id,
-            parents=self.parents,
-            created=self.created,
-            claims=claims,
-            outputs=tuple(outputs),
-        )
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "step_id": self.step_id,
-            "trace_id": self.trace_id,
-            "parents": list(self.parents),
-            "created": self.created,
-            "policy": self.policy,
-            "question_sha256": self.question_sha256,
-            "context_sha256": self.context_sha256,
-            "trust": self.trust,
-            "action": self.action,
-            "answer": self.answer,
-            "claims": self.claims,
-        }
+    policy_id: str
+    question: str | None
+    context: Sequence[tuple[str, str]]
+    trace_id: str | None = None
+    parents: Sequence[str] = ()
+    model: str = ""
 
 
 def _claims(report: GuardReport) -> list[dict[str, Any]]:
@@ -186,6 +86,12 @@ def _claims(report: GuardReport) -> list[dict[str, Any]]:
     return out
 
 
+def _ref_column(by: LabelRef) -> str:
+    if by not in ("step_id", "request_id"):  # a column name goes into the SQL text
+        raise ValueError(f"not a label reference: {by!r}")
+    return by
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -199,10 +105,7 @@ class TraceStore:
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10.0)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
-        answers.create_schema(
-            self._conn
-        )  # the inspector's returned answers (proxy.storage.answers)
+        create_schema(self._conn)  # nodes, and the inspector's answers beside them
         self._lock = threading.Lock()
         self._writes = 0
 
@@ -231,6 +134,16 @@ class TraceStore:
                 out[node.step_id] = node
         return out
 
+    def labelled(self, by: LabelRef, ref: str, not_before: float) -> list[StoredNode]:
+        """The nodes a reviewer's label names, newest first, at most two: by ``step_id``
+        (the server's own id: one at most) or ``request_id`` (client-chosen: two say that
+        the id is ambiguous)."""
+        return self._fetch(
+            f"SELECT {COLS} FROM nodes WHERE {_ref_column(by)} = ? AND created >= ? "
+            "ORDER BY created DESC, step_id DESC LIMIT 2",
+            [ref, not_before],
+        )
+
     def missing(self, step_ids: Sequence[str], not_before: float) -> list[str]:
         found = self.get(step_ids, not_before)
         return [s for s in step_ids if s not in found]
@@ -256,22 +169,15 @@ class TraceStore:
 
     def record(
         self,
-        *,
-        step_id: str,
-        trace_id: str | None,
-        parents: Sequence[str],
-        request_id: str,
-        policy_id: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
+        step: TraceStep,
         report: GuardReport,
         settings: TracesPolicy,
         now: float | None = None,
-        model: str = "",
     ) -> str:
         """Store one node; returns its trace id."""
         now = time.time() if now is None else now
         not_before = now - settings.retention_hours * 3600.0
+        trace_id, parents, step_id = step.trace_id, step.parents, step.step_id
         if trace_id is None:
             first = self.get(parents[:1], not_before) if parents else {}
             trace_id = first[parents[0]].trace_id if first else step_id
@@ -280,16 +186,16 @@ class TraceStore:
             trace_id=trace_id,
             parents=tuple(parents),
             created=now,
-            request_id=request_id[:128],
-            policy=policy_id,
-            question_sha256=_sha256(question or ""),
-            context_sha256=context_digest(context),
+            request_id=step.request_id[:128],
+            policy=step.policy_id,
+            question_sha256=_sha256(step.question or ""),
+            context_sha256=context_digest(step.context),
             answer=report.original[:MAX_ANSWER_CHARS],
             trust=round(report.trust, 4),
             action=report.action,
             claims=_claims(report),
         )
-        self._insert(node, report, model)
+        self._insert(node, report, step.model)
         with self._lock:
             self._writes += 1
             prune = self._writes % PRUNE_EVERY == 1

@@ -1,1 +1,3 @@
-"""Streams: server-sent events, sentence-by-sentence guarding, relayed streams and their deadlines."""
+"""Streams: server-sent events, sentence-by-sentence guarding, relayed streams and their
+deadlines.
+"""

@@ -21,21 +21,21 @@ with ``n > 1`` keep the buffered path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import structlog
 
-from groundproxy.errors import GroundproxyError
 from groundproxy.guards import disabled_report, report_body
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.serving.guarding import off_loop
 from groundproxy.proxy.serving.openai_shape import wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
-from groundproxy.proxy.streaming.sse import ChunkWriter, sse
+from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
 from groundproxy.proxy.upstream.client import UpstreamStream
 
 log = structlog.get_logger(__name__)
@@ -49,18 +49,17 @@ def wants_relay(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
 
 
 async def relay_events(
-    req: ChatCompletionRequest,
-    loaded: LoadedPolicy,
-    stream: UpstreamStream,
-    step_id: str,
-    on_report: Any = None,
+    req: ChatCompletionRequest, scope: Scope, stream: UpstreamStream, on_report: Any = None
 ) -> AsyncIterator[bytes]:
-    """SSE bytes of one relayed answer; ``on_report`` (async) gets the final report."""
+    """SSE bytes of one relayed answer (``scope``: the request's policy and step id);
+    ``on_report`` (async) gets the final report."""
+    loaded, step_id = scope.loaded, scope.step_id
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
     text: list[str] = []
-    role_sent = False
     paced = Paced(stream, loaded.policy, lambda: False)  # the policy's stream deadline
-    try:
+
+    async def relayed() -> AsyncGenerator[bytes, None]:
+        role_sent = False
         async for d in paced:
             if d is None:  # only when holding text; relay holds none
                 continue
@@ -79,14 +78,13 @@ async def relay_events(
                 delta["function_call"] = d.function_call
             if delta or d.logprobs:
                 yield out.chunk(delta, d.logprobs)
-    except GroundproxyError as exc:
-        log.warning("relay_stream_failed", error=exc.message, code=error_code(exc))
-        yield sse(exception_body(exc))
-        yield sse("[DONE]")
+
+    end = StreamEnd("relay_stream_failed")
+    async with contextlib.aclosing(until_failure(relayed(), end, (paced, stream))) as events:
+        async for event in events:
+            yield event
+    if end.failed:
         return
-    finally:
-        await paced.aclose()
-        await stream.aclose()
     report: GuardReport = await off_loop(disabled_report, "".join(text), loaded.policy)
     if on_report is not None:
         await on_report(report)

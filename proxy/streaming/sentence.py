@@ -30,30 +30,32 @@ Only choice 0 is guarded sentence by sentence; requests with ``n > 1`` use buffe
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import structlog
 
-from groundproxy.errors import GroundproxyError
 from groundproxy.guards import (
+    PieceTally,
     Segment,
     SentenceSegmenter,
     StreamedAnswer,
+    TokenQueue,
     Verified,
     parse_json_answer,
     report_body,
 )
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.serving.admission import Reservation
+from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
 from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
-from groundproxy.proxy.streaming.sse import ChunkWriter, sse
+from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
 from groundproxy.proxy.upstream.client import StreamDelta, Upstream, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
@@ -115,40 +117,46 @@ async def open_sentence_stream(
 
 async def sentence_events(
     req: ChatCompletionRequest,
-    loaded: LoadedPolicy,
+    scope: Scope,
     stream: UpstreamStream,
     guard: GuardService,
-    step_id: str,
     on_report: Any = None,
     reservation: Reservation | None = None,
 ) -> AsyncIterator[bytes]:
-    """SSE bytes for one sentence-mode answer (see the module docstring).
+    """SSE bytes for one sentence-mode answer (see the module docstring); ``scope``: the
+    request's policy and step id.
 
     ``on_report`` (optional, async, ``(GuardReport) -> None``) is awaited with the final
     report before the last event (trace recording). ``reservation``: the request's place in
     the guard queue (:mod:`proxy.serving.admission`), which its segment guards draw on.
     """
+    loaded, step_id = scope.loaded, scope.step_id
     guarded = SentenceGuard(loaded, guard, req.question(), req.context_messages(), reservation)
     state = guarded.answer
     segmenter = SentenceSegmenter()
     out = ChunkWriter(f"chatcmpl-{step_id}", req.model, wants_usage(req.passthrough()))
-    role_sent = False
-    tokens: list[Any] = []  # upstream logprobs not yet sent (they ride on unchanged text)
+    tokens = TokenQueue()  # upstream logprobs not yet sent (they ride on unchanged text)
+    tally = PieceTally()
     hold, json_report = JsonHold(), None
 
     async def emit(segments: list[Segment]) -> AsyncIterator[bytes]:
         for seg in segments:
+            before = len(state.results)
             text = await guarded.piece(seg)
-            logprobs = None
-            if tokens and text == seg.text:
-                logprobs = {"content": list(tokens), "refusal": None}
-            tokens.clear()  # a rewritten or withheld span's logprobs are dropped
+            logprobs = None  # kept for text unchanged apart from citation markers; a
+            # rewritten or withheld piece's own tokens are dropped (and noted)
+            own = tokens.take(len(seg.text))
+            if own and tally.keep(seg.text, text, state.results[before:], state.blocked):
+                logprobs = {"content": own, "refusal": None}
             if text:
                 state.sent.append(text)
                 yield out.chunk({"content": text}, logprobs)
 
     paced = Paced(stream, loaded.policy, segmenter.holding)  # the policy's stream deadlines
-    try:
+
+    async def guarded_events() -> AsyncGenerator[bytes, None]:
+        nonlocal json_report
+        role_sent = False
         async for d in paced:
             if d is None:  # held past max_hold_ms with no sentence end: send it now
                 async for piece in emit(segmenter.release()):
@@ -159,7 +167,7 @@ async def sentence_events(
             if not role_sent:
                 role_sent = True
                 yield out.chunk({"role": d.role or "assistant", "content": ""})
-            tokens.extend((d.logprobs or {}).get("content") or [])
+            tokens.add((d.logprobs or {}).get("content") or [])
             prose = hold.take(d.content) if d.content and not state.blocked else ""
             if prose:
                 async for piece in emit(segmenter.feed(prose)):
@@ -169,9 +177,8 @@ async def sentence_events(
                 yield calls
         doc = parse_json_answer(hold.text) if hold.is_json else None
         if doc is not None:  # a JSON answer: guarded whole, stays JSON
-            json_report = await guard_json(
-                hold.text, doc, None, guarded.question, guarded.context, guarded.policy, guard
-            )
+            asked = Asked(guarded.question, guarded.context)
+            json_report = await guard_json(hold.text, doc, None, asked, guarded.policy, guard)
             yield out.chunk({"content": json_report.text})
         async for piece in emit(segmenter.feed(hold.text) if doc is None else []):
             yield piece
@@ -181,20 +188,22 @@ async def sentence_events(
         if tail:
             state.sent.append(tail)
             yield out.chunk({"content": tail})
-    except GroundproxyError as exc:
-        log.warning("sentence_stream_failed", error=exc.message, code=error_code(exc))
-        yield sse(exception_body(exc))
-        yield sse("[DONE]")
+
+    end = StreamEnd("sentence_stream_failed")
+    async with contextlib.aclosing(until_failure(guarded_events(), end, (paced, stream))) as events:
+        async for event in events:
+            yield event
+    if end.failed:
         return
-    finally:
-        await paced.aclose()
-        await stream.aclose()
     report = json_report or state.report()
     guard.observe(loaded.policy, report, report.latency_ms / 1000.0)  # once per answer
     if on_report is not None:
         await on_report(report)
     finish = "content_filter" if report.blocked else (out.finish or "stop")
-    last = out.last(finish, report_body(report, loaded.policy_id))
+    verdict = report_body(report, loaded.policy_id)
+    if (note := tally.note()) is not None:
+        verdict["notes"] = [note]
+    last = out.last(finish, verdict)
     log.info(
         "guarded",
         mode="sentence",

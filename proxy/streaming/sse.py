@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
+import structlog
+
+from groundproxy.errors import GroundproxyError
+from groundproxy.proxy.errors import error_code, exception_body
 from groundproxy.proxy.serving.openai_shape import shape_delta, shape_usage
 
 if TYPE_CHECKING:
     from groundproxy.proxy.upstream.client import StreamDelta
+
+log = structlog.get_logger(__name__)
 
 _PIECE = re.compile(r"\S+\s*|\s+")
 
@@ -19,6 +26,41 @@ _PIECE = re.compile(r"\S+\s*|\s+")
 def sse(data: dict[str, Any] | str) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     return f"data: {payload}\n\n".encode()
+
+
+class Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+@dataclass
+class StreamEnd:
+    """How an incremental stream ended: ``failed`` once :func:`until_failure` sent the error
+    event; ``event``: the log event of that failure."""
+
+    event: str
+    failed: bool = False
+
+
+async def until_failure(
+    events: AsyncGenerator[bytes, None], end: StreamEnd, closing: Sequence[Closable]
+) -> AsyncGenerator[bytes, None]:
+    """``events`` as they come; when one of our errors ends them (an upstream failure after
+    the first byte, a stream deadline), an OpenAI-shaped ``{"error": …}`` event, then
+    ``[DONE]`` (``end.failed`` is set: the caller sends nothing more). ``events`` and the
+    ``closing`` streams are closed whatever ends it, a client hang-up included (close this
+    one, e.g. with ``contextlib.aclosing``)."""
+    try:
+        async for event in events:
+            yield event
+    except GroundproxyError as exc:
+        end.failed = True
+        log.warning(end.event, error=exc.message, code=error_code(exc))
+        yield sse(exception_body(exc))
+        yield sse("[DONE]")
+    finally:
+        await events.aclose()
+        for source in closing:
+            await source.aclose()
 
 
 class ChunkWriter:

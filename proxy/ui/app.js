@@ -183,11 +183,19 @@ function focusClaim(i) {
   if (item) item.scrollIntoView({ block: "nearest" });
 }
 
+// A step id as the proxy makes it; anything else (a hand-edited or hostile #step=) is refused
+// before it reaches a selector or a URL.
+const STEP_ID = /^st_[0-9a-f]{16}$/;
+
 async function openAnswer(stepId) {
+  if (!STEP_ID.test(stepId)) {
+    status(`not a step id: ${JSON.stringify(String(stepId).slice(0, 40))}`, true);
+    return;
+  }
   status("loading " + stepId + "…");
-  document.querySelectorAll("#answers tr.selected").forEach((r) => r.classList.remove("selected"));
-  const row = document.querySelector(`#answers tr[data-step="${stepId}"]`);
-  if (row) row.classList.add("selected");
+  for (const r of $("answers").tBodies[0].rows) {
+    r.classList.toggle("selected", r.dataset.step === stepId);
+  }
   let a;
   try {
     a = await api("/answers/" + encodeURIComponent(stepId));
@@ -356,7 +364,7 @@ function start() {
   }
   const { step, q } = fromHash();
   if (q) $("q").value = q;
-  loadList(q || "").then(() => { if (step) openAnswer(step); });
+  loadList(q || "").then(() => (step ? openAnswer(step) : null)).catch(fail);
 }
 
 document.addEventListener("DOMContentLoaded", start);

@@ -21,6 +21,7 @@ import structlog
 from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
+from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import is_connection_drop, map_upstream_error
 from groundproxy.proxy.upstream.redact import remember_secret
 from groundproxy.proxy.upstream.types import (
@@ -29,8 +30,8 @@ from groundproxy.proxy.upstream.types import (
     StreamDelta,
     Upstream,
     UpstreamAnswer,
+    UpstreamCall,
     UpstreamStream,
-    collect,
 )
 from groundproxy.proxy.upstream.wire import WIRE_PREFIXES, WireUpstream
 
@@ -160,7 +161,7 @@ def upstream_kwargs(
     return kwargs
 
 
-class UpstreamClient:
+class UpstreamClient(Upstream):
     """Calls the tenant's upstream; one instance per process (litellm pools connections)."""
 
     def __init__(self) -> None:
@@ -196,20 +197,11 @@ class UpstreamClient:
     def _map(self, exc: Exception) -> Exception:
         return map_upstream_error(exc, self._litellm)
 
-    async def complete(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-        stream: bool = False,
-    ) -> UpstreamAnswer:
-        """One completion; with ``stream`` the upstream streams and the chunks are collected."""
-        if wire := self._wire(upstream, model):
-            return await wire.complete(upstream, model, messages, extra, stream)
-        if stream:
-            return await collect(await self.stream(upstream, model, messages, extra))
-        kwargs = upstream_kwargs(upstream, model, messages, extra)
+    async def answer(self, call: UpstreamCall) -> UpstreamAnswer:
+        """One completion (``Upstream.complete`` collects a streamed one)."""
+        if wire := self._wire(call.upstream, call.model):
+            return await wire.answer(call)
+        kwargs = upstream_kwargs(call.upstream, call.model, call.messages, call.extra)
         started = time.perf_counter()
         try:
             resp = await self._acompletion(kwargs)
@@ -218,18 +210,12 @@ class UpstreamClient:
             raise self._map(exc) from exc
         return UpstreamAnswer(Completion.from_body(body), time.perf_counter() - started)
 
-    async def stream(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-    ) -> ChunkStream:
+    async def open_stream(self, call: UpstreamCall) -> ChunkStream:
         """Open a streamed completion; connection and status errors raise here, before any
         byte is sent to the client."""
-        if wire := self._wire(upstream, model):
-            return await wire.stream(upstream, model, messages, extra)
-        kwargs = upstream_kwargs(upstream, model, messages, extra)
+        if wire := self._wire(call.upstream, call.model):
+            return await wire.open_stream(call)
+        kwargs = upstream_kwargs(call.upstream, call.model, call.messages, call.extra)
         kwargs["stream"] = True
         started = time.perf_counter()
         try:
@@ -249,24 +235,22 @@ class UpstreamClient:
             raise self._map(exc) from exc
         return body, time.perf_counter() - started
 
-    async def embed(
-        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: dict[str, Any]
-    ) -> tuple[dict[str, Any], float]:
+    async def embeddings(self, call: UpstreamCall, inputs: Any) -> tuple[dict[str, Any], float]:
         """``litellm.aembedding``: the body as the upstream sent it (nothing to guard)."""
-        if wire := self._wire(upstream, model):
-            return await wire.embed(upstream, model, inputs, extra)
-        kwargs = upstream_kwargs(upstream, model, [], {})
+        if wire := self._wire(call.upstream, call.model):
+            return await wire.embeddings(call, inputs)
+        kwargs = upstream_kwargs(call.upstream, call.model, [], {})
         del kwargs["messages"], kwargs["num_retries"]
         for name in ("dimensions", "encoding_format", "user"):
-            if extra.get(name) is not None:
-                kwargs[name] = extra[name]
-        return await self._plain("aembedding", {**kwargs, "input": inputs})
+            if call.extra.get(name) is not None:
+                kwargs[name] = call.extra[name]
+        body, seconds = await self._plain("aembedding", {**kwargs, "input": inputs})
+        return embeddings_body(body), seconds
 
-    async def text_complete(
-        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: dict[str, Any]
-    ) -> tuple[dict[str, Any], float]:
+    async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[dict[str, Any], float]:
         """``litellm.atext_completion`` (a ``text-completion-openai/`` model calls the
         upstream's ``/v1/completions``; litellm turns others into a chat call)."""
-        kwargs = upstream_kwargs(upstream, model, [], extra)
+        kwargs = upstream_kwargs(call.upstream, call.model, [], call.extra)
         del kwargs["messages"]
-        return await self._plain("atext_completion", {**kwargs, "prompt": prompt})
+        body, seconds = await self._plain("atext_completion", {**kwargs, "prompt": prompt})
+        return text_body(body), seconds

@@ -12,9 +12,20 @@ no answer within the policy's timeout  504     ``upstream_timeout``
 upstream 429                           429     ``rate_limited`` (+ ``retry-after``)
 upstream 503                           503     ``upstream_unavailable`` (+ ``retry-after``)
 stream ended without a finish_reason   502     ``upstream_incomplete``
-upstream 400 (it refused the request)  400     (the client's error)
+a 200 body that is not a valid answer  502     ``upstream_invalid`` (proxy.upstream.bodies)
+upstream 400 / 404 / 409 / 422         same    the upstream's code, when plain
+upstream 401 / 403 (the policy's key)  same    ``upstream_authentication_failed`` /
+                                               ``upstream_permission_denied``
+upstream 413                           413     ``request_too_large``
+any other upstream 4xx                 400     (its status named in the message)
 any other upstream status or failure   502     ``upstream_error``
 =====================================  ======  ==========================
+
+An upstream 4xx keeps its status, so the openai SDKs raise the same class as against the
+upstream itself (``NotFoundError`` for a wrong model name, ``AuthenticationError`` for a
+wrong upstream key) instead of retrying an ``InternalServerError``; only the upstream's
+5xx, timeouts and unreadable answers are 502/504. Messages are redacted
+(:mod:`proxy.upstream.redact`).
 """
 
 from __future__ import annotations
@@ -25,8 +36,14 @@ from typing import Any
 import structlog
 
 from groundproxy.errors import (
+    AuthenticationError,
     BadRequestError,
+    BodyTooLargeError,
+    ConflictError,
     GroundproxyError,
+    InvalidParamsError,
+    NotFoundError,
+    PermissionDeniedError,
     RateLimitError,
     ServiceUnavailableError,
     UpstreamError,
@@ -45,6 +62,7 @@ _TAILS = (
     " Original exception:",
 )  # fmt: skip
 _CUT = "Stream ended before a finish_reason"
+_UNREADABLE = "Invalid response object"  # litellm could not read a 200 body as its type
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -108,6 +126,18 @@ def _real_status(exc: BaseException) -> int | None:
     return None
 
 
+def _invalid_body(exc: BaseException) -> str:
+    """``": 'field': problem"`` when litellm's own model refused the upstream's body."""
+    from pydantic import ValidationError
+
+    for e in _chain(exc):
+        if isinstance(e, ValidationError) and e.errors():
+            first = e.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(body)"
+            return f": '{field}': {str(first['msg']).rstrip('.')}"
+    return ""
+
+
 def retry_after(exc: BaseException) -> str | None:
     """The upstream's ``retry-after`` header, when it sent one."""
     for e in _chain(exc):
@@ -118,14 +148,62 @@ def retry_after(exc: BaseException) -> str | None:
     return None
 
 
+def connection_error(exc: BaseException) -> GroundproxyError | None:
+    """A failure of the connection itself, whoever called (litellm or the wire client):
+    refused / dropped → ``upstream_unreachable``, past the timeout → ``upstream_timeout``;
+    None for anything else."""
+    if is_connection_drop(exc):
+        return UpstreamError(
+            "The upstream model provider could not be reached (the connection failed).",
+            code="upstream_unreachable",
+        )
+    if _is_timeout(exc):
+        return timeout_error()
+    return None
+
+
+def timeout_error() -> UpstreamTimeoutError:
+    return UpstreamTimeoutError("The upstream model provider did not answer in time.")
+
+
+def failed_error(detail: str) -> UpstreamError:
+    """Any other failure: ``upstream_error`` with the upstream's own words."""
+    return UpstreamError(error_sentence("The upstream model provider failed", detail))
+
+
 def error_sentence(lead: str, detail: str) -> str:
     """``"Lead: detail."`` (or ``"Lead."`` without a detail): one clean client sentence."""
     return f"{lead}: {detail}." if detail else f"{lead}."
 
 
-def status_error(status: int, detail: str) -> GroundproxyError:
-    """An upstream's HTTP error status (and its message) → our tree: 429 ``rate_limited``,
-    503 ``upstream_unavailable``, 400 the client's error, any other ``upstream_error``."""
+# An upstream 4xx → the same status (the class the HTTP layer maps to it), the lead of the
+# message, and the code when the upstream's own is not passed on (None: the class's code).
+_CLIENT_ERRORS: dict[int, tuple[type[GroundproxyError], str, str | None]] = {
+    400: (BadRequestError, "The upstream model provider refused the request", None),
+    401: (
+        AuthenticationError,
+        "The upstream model provider refused the upstream key (the policy's "
+        "upstream.api_key_env) with HTTP 401",
+        "upstream_authentication_failed",
+    ),
+    403: (
+        PermissionDeniedError,
+        "The upstream model provider denied the upstream key access with HTTP 403",
+        "upstream_permission_denied",
+    ),
+    404: (NotFoundError, "The upstream model provider answered HTTP 404", None),
+    409: (ConflictError, "The upstream model provider answered HTTP 409 (conflict)", None),
+    413: (BodyTooLargeError, "The upstream model provider found the request too large", None),
+    422: (InvalidParamsError, "The upstream model provider could not process the request", None),
+}
+_OWN_CODES = frozenset({401, 403, 413})  # the upstream's code would name the client's key
+_PLAIN_CODE = re.compile(r"[a-z][a-z0-9_]{1,63}")
+
+
+def status_error(status: int, detail: str, code: str | None = None) -> GroundproxyError:
+    """An upstream's HTTP error status (its message and ``code``) → our tree: 429
+    ``rate_limited``, 503 ``upstream_unavailable``, a 4xx the same status (module docstring),
+    any other ``upstream_error``."""
     if status == 429:
         return RateLimitError(
             error_sentence("The upstream model provider is rate limiting", detail)
@@ -135,13 +213,44 @@ def status_error(status: int, detail: str) -> GroundproxyError:
             error_sentence("The upstream model provider is unavailable", detail),
             code="upstream_unavailable",
         )
-    if status == 400:
+    if status in _CLIENT_ERRORS:
+        kind, lead, own = _CLIENT_ERRORS[status]
+        plain = code if code and _PLAIN_CODE.fullmatch(code) else None
+        return kind(error_sentence(lead, detail), code=own if status in _OWN_CODES else plain)
+    if 400 <= status < 500:
         return BadRequestError(
-            error_sentence("The upstream model provider refused the request", detail)
+            error_sentence(
+                f"The upstream model provider refused the request (HTTP {status})", detail
+            )
         )
     return UpstreamError(
         error_sentence(f"The upstream model provider returned HTTP {status}", detail)
     )
+
+
+def _client_status(exc: BaseException, litellm: Any) -> int | None:
+    """The 4xx of a litellm error that reports the upstream's answer (its class says which:
+    litellm's made-up responses carry no headers, so :func:`_real_status` misses them)."""
+    kinds = (
+        litellm.BadRequestError,
+        litellm.AuthenticationError,
+        litellm.PermissionDeniedError,
+        litellm.NotFoundError,
+        litellm.UnprocessableEntityError,
+    )
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, kinds) and isinstance(status, int) and 400 <= status < 500:
+        return status
+    return None
+
+
+def _upstream_code(exc: BaseException) -> str | None:
+    """The ``code`` of the upstream's error body, where the exception chain kept it."""
+    for e in _chain(exc):
+        code = getattr(e, "code", None)
+        if isinstance(code, str) and code:
+            return code
+    return None
 
 
 def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
@@ -151,30 +260,33 @@ def map_upstream_error(exc: Exception, litellm: Any) -> GroundproxyError:
     status = _real_status(exc)
     detail = upstream_message(exc)
     log.warning("upstream_error", error_type=type(exc).__name__, status=status)
-    mapped: GroundproxyError
-    if is_connection_drop(exc):
-        mapped = UpstreamError(
-            "The upstream model provider could not be reached (the connection failed).",
-            code="upstream_unreachable",
-        )
-    elif _is_timeout(exc) or isinstance(exc, litellm.Timeout):
-        mapped = UpstreamTimeoutError("The upstream model provider did not answer in time.")
-    elif _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
-        mapped = UpstreamError(
+    mapped = connection_error(exc) or _by_kind(exc, litellm, status, detail)
+    mapped.retry_after = retry_after(exc)
+    return mapped
+
+
+def _by_kind(exc: Exception, litellm: Any, status: int | None, detail: str) -> GroundproxyError:
+    if isinstance(exc, litellm.Timeout):
+        return timeout_error()
+    if _CUT in detail:  # litellm's own check of a stream (it calls it a 503)
+        return UpstreamError(
             "The upstream's stream ended before the answer was complete (no finish_reason).",
             code="upstream_incomplete",
         )
-    elif status == 429 or isinstance(exc, litellm.RateLimitError):
-        mapped = status_error(429, detail)
-    elif status == 503:  # only a real one: litellm labels failures of its own 503 too
-        mapped = status_error(503, detail)
-    elif isinstance(exc, litellm.BadRequestError) and not isinstance(
-        exc, litellm.AuthenticationError
-    ):
-        mapped = status_error(400, detail)
-    elif status is not None:
-        mapped = status_error(status, detail)
-    else:
-        mapped = UpstreamError(error_sentence("The upstream model provider failed", detail))
-    mapped.retry_after = retry_after(exc)
-    return mapped
+    if _UNREADABLE in detail or _invalid_body(exc):  # never sent on: tracebacks, the body
+        return UpstreamError(
+            "The upstream model provider answered with a body that is not a valid "
+            f"completion{_invalid_body(exc)}.",
+            code="upstream_invalid",
+        )
+    if status == 429 or isinstance(exc, litellm.RateLimitError):
+        return status_error(429, detail)
+    if status == 503:  # only a real one: litellm labels failures of its own 503 too
+        return status_error(503, detail)
+    found = _client_status(exc, litellm) or status
+    own_refusal = not isinstance(exc, litellm.AuthenticationError)
+    if found is None and isinstance(exc, litellm.BadRequestError) and own_refusal:
+        found = 400  # litellm's own refusal of the request
+    if found is not None:
+        return status_error(found, detail, _upstream_code(exc))
+    return failed_error(detail)

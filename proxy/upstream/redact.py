@@ -15,6 +15,7 @@ import re
 import threading
 from typing import Any
 
+from groundproxy.errors import GroundproxyError, GuardError
 from groundproxy.retrieval.chunk_store import DocumentInfo
 
 REDACTED = "[redacted]"
@@ -72,6 +73,15 @@ def scrub_paths(text: str) -> str:
     """``text`` with every absolute server path cut to ``…/<file name>``: clients see file
     and document names, never where they live on the server."""
     return _ABS_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+
+
+def public_error(err: Exception) -> Exception:
+    """``err`` as a guard report's explanation may say it to clients (the body, stream
+    events, the trace store, the inspector): absolute server paths (a calibration file, the
+    models folder, an adapter) cut to their file names."""
+    if isinstance(err, GroundproxyError):
+        return GuardError(scrub_paths(err.message))
+    return err
 
 
 def public_document(info: DocumentInfo) -> dict[str, Any]:

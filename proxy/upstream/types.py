@@ -12,14 +12,16 @@
   ``finish_reason`` raises ``upstream_incomplete``. :func:`collect` folds one into a
   :class:`Completion` (``complete(..., stream=True)``).
 
-Implementations: ``proxy.upstream.client.UpstreamClient`` (litellm) and
+Implementations (subclasses of :class:`Upstream`, each writing its four calls on one
+:class:`UpstreamCall`): ``proxy.upstream.client.UpstreamClient`` (litellm),
+``proxy.upstream.wire.WireUpstream`` (the OpenAI wire protocol) and
 ``groundproxy.testing.fake_upstream_client.FakeUpstream`` (in process, scripted).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +30,7 @@ import structlog
 from groundproxy.errors import UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.streaming.checks import AnswerSeen
+from groundproxy.proxy.upstream.bodies import chat_body, chunk_body
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +84,9 @@ class Completion:
 
     @classmethod
     def from_body(cls, body: Json) -> Completion:
-        """Parse an OpenAI ``chat.completion`` body (kept as ``body``)."""
+        """Parse an OpenAI ``chat.completion`` body (kept as ``body``); a malformed one is
+        ``upstream_invalid`` (:mod:`proxy.upstream.bodies`)."""
+        chat_body(body)
         choices = []
         for c in body.get("choices") or []:
             message = c.get("message") or {}
@@ -129,12 +134,28 @@ class UpstreamStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class UpstreamCall:
+    """One call to the upstream: the tenant's upstream settings, the (litellm) model string,
+    the chat messages (none for embeddings and legacy completions) and every other OpenAI
+    field the client sent (``extra``)."""
+
+    upstream: UpstreamPolicy
+    model: str
+    messages: list[Json]
+    extra: Json
+
+
 class Upstream(Protocol):
     """The upstream LLM as the proxy sees it. ``complete`` returns a whole answer (with
     ``stream`` the upstream streams and the chunks are collected); ``stream`` opens a
     stream, raising connection and status errors before any byte reaches the client.
     ``embed`` (``POST /v1/embeddings``) and ``text_complete`` (legacy ``/v1/completions``)
-    return the upstream's OpenAI body as it is, and the seconds the call took."""
+    return the upstream's OpenAI body as it is, and the seconds the call took.
+
+    These four are written here once: an implementation subclasses :class:`Upstream` and
+    writes the four calls below them, each given one :class:`UpstreamCall` (as an httpx
+    transport writes ``handle_async_request``)."""
 
     async def complete(
         self,
@@ -143,19 +164,44 @@ class Upstream(Protocol):
         messages: list[Json],
         extra: Json,
         stream: bool = False,
-    ) -> UpstreamAnswer: ...
+    ) -> UpstreamAnswer:
+        call = UpstreamCall(upstream, model, messages, extra)
+        if stream:
+            return await collect(await self.open_stream(call))
+        return await self.answer(call)
 
     async def stream(
         self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json
-    ) -> UpstreamStream: ...
+    ) -> UpstreamStream:
+        return await self.open_stream(UpstreamCall(upstream, model, messages, extra))
 
     async def embed(
         self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json
-    ) -> tuple[Json, float]: ...
+    ) -> tuple[Json, float]:
+        return await self.embeddings(UpstreamCall(upstream, model, [], extra), inputs)
 
     async def text_complete(
         self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: Json
-    ) -> tuple[Json, float]: ...
+    ) -> tuple[Json, float]:
+        return await self.completions(UpstreamCall(upstream, model, [], extra), prompt)
+
+    # -- what an implementation writes --
+
+    async def answer(self, call: UpstreamCall) -> UpstreamAnswer:
+        """One whole (not streamed) chat completion."""
+        ...
+
+    async def open_stream(self, call: UpstreamCall) -> ChunkStream:
+        """A streamed chat completion, opened (errors before the first byte raise here)."""
+        ...
+
+    async def embeddings(self, call: UpstreamCall, inputs: Any) -> tuple[Json, float]:
+        """``/v1/embeddings`` of ``inputs``: the upstream's body and the seconds it took."""
+        ...
+
+    async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[Json, float]:
+        """Legacy ``/v1/completions`` of ``prompt``: the upstream's body and seconds."""
+        ...
 
 
 def _incomplete(chunks: int) -> UpstreamError:
@@ -168,7 +214,8 @@ def _incomplete(chunks: int) -> UpstreamError:
 def parse_chunk(chunk: Any) -> tuple[Json, list[StreamDelta]]:
     """One OpenAI chunk (an object with ``model_dump`` or a mapping) → its ``id`` /
     ``created`` / ``model`` and its deltas (usage rides on the last one, or alone)."""
-    data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
+    raw = chunk.model_dump() if hasattr(chunk, "model_dump") else chunk
+    data = chunk_body(dict(raw) if isinstance(raw, Mapping) else raw)
     meta: Json = {"id": data.get("id"), "created": data.get("created"), "model": data.get("model")}
     fingerprint = data.get("system_fingerprint")
     usage = data.get("usage") or None
@@ -311,7 +358,7 @@ async def collect(stream: ChunkStream) -> UpstreamAnswer:
             content="".join(c.text) or (None if c.tool_calls or c.function_call else ""),
             finish_reason=c.finish or "stop", tool_calls=c.tool_calls or None,
             function_call=c.function_call,
-            logprobs={"content": c.logprobs} if c.logprobs else None,
+            logprobs={"content": c.logprobs, "refusal": None} if c.logprobs else None,
         )
         for i, c in sorted(by_index.items())
     ]  # fmt: skip

@@ -9,9 +9,10 @@ other field as the client sent it) to ``{api_base}/chat/completions`` (``/embedd
 or, streamed, as server-sent events through the same :class:`~proxy.upstream.types.ChunkStream`
 parser the litellm path uses. Error bodies are cut at :data:`ERROR_BODY_LIMIT` bytes
 (:mod:`proxy.upstream.transport`) and map to the same codes as litellm's errors
-(:mod:`proxy.upstream.errors`: 400 → the client's error, 429 → ``rate_limited``, 503 →
-``upstream_unavailable``, other statuses → ``upstream_error``, refused/dropped →
-``upstream_unreachable``, the policy's ``timeout_s`` → ``upstream_timeout``). A pooled
+(:mod:`proxy.upstream.errors`: a 4xx keeps its status — 400/401/403/404/409/422 —, 429 →
+``rate_limited``, 503 → ``upstream_unavailable``, other statuses → ``upstream_error``,
+refused/dropped → ``upstream_unreachable``, the policy's ``timeout_s`` →
+``upstream_timeout``). A pooled
 connection the server dropped before any answer is retried once, as on the litellm path.
 """
 
@@ -31,19 +32,25 @@ import structlog
 from groundproxy.errors import (
     GroundproxyError,
     UpstreamError,
-    UpstreamTimeoutError,
 )
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
-from groundproxy.proxy.upstream.errors import error_sentence, is_connection_drop
+from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
+from groundproxy.proxy.upstream.errors import (
+    connection_error,
+    error_sentence,
+    failed_error,
+    is_connection_drop,
+)
 from groundproxy.proxy.upstream.errors import status_error as status_mapped
 from groundproxy.proxy.upstream.redact import redact, remember_secret
 from groundproxy.proxy.upstream.transport import ERROR_BODY_LIMIT, BoundedErrorTransport
 from groundproxy.proxy.upstream.types import (
     ChunkStream,
     Completion,
+    Upstream,
     UpstreamAnswer,
-    collect,
+    UpstreamCall,
 )
 
 __all__ = ["WIRE_PREFIXES", "WireUpstream", "wire_model"]
@@ -82,24 +89,28 @@ def _url(upstream: UpstreamPolicy, path: str) -> str:
     return f"{base.rstrip('/')}/{path}"
 
 
-def _error_detail(body: bytes) -> str:
-    """The upstream's own message from an error body (OpenAI's shape, or its text)."""
+def _error_detail(body: bytes) -> tuple[str, str | None]:
+    """The upstream's own message (redacted) and ``code`` from an error body (OpenAI's
+    shape, or its text)."""
     text = body.decode("utf-8", "replace")
     try:
         data = json.loads(text)
     except ValueError:
         data = None
+    code = None
     if isinstance(data, dict):
         err = data.get("error", data)
         msg = err.get("message") if isinstance(err, dict) else err
         text = msg if isinstance(msg, str) else json.dumps(msg)
-    return redact(" ".join(text.split()).rstrip("."))[:500]
+        raw_code = err.get("code") if isinstance(err, dict) else None
+        code = raw_code if isinstance(raw_code, str) else None
+    return redact(" ".join(text.split()).rstrip("."))[:500], code
 
 
 def status_error(status: int, body: bytes, headers: httpx.Headers) -> GroundproxyError:
     """An upstream error response → our tree (``proxy.upstream.errors.status_error``)."""
     log.warning("upstream_error", error_type="HTTPStatus", status=status)
-    mapped = status_mapped(status, _error_detail(body))
+    mapped = status_mapped(status, *_error_detail(body))
     value = headers.get("retry-after")
     mapped.retry_after = value.strip()[:32] if value and value.strip() else None
     return mapped
@@ -110,15 +121,7 @@ def map_wire_error(exc: Exception) -> GroundproxyError:
     if isinstance(exc, GroundproxyError):
         return exc
     log.warning("upstream_error", error_type=type(exc).__name__, status=None)
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return UpstreamTimeoutError("The upstream model provider did not answer in time.")
-    if is_connection_drop(exc):
-        return UpstreamError(
-            "The upstream model provider could not be reached (the connection failed).",
-            code="upstream_unreachable",
-        )
-    detail = redact(" ".join(str(exc).split()))[:500]
-    return UpstreamError(error_sentence("The upstream model provider failed", detail))
+    return connection_error(exc) or failed_error(redact(" ".join(str(exc).split()))[:500])
 
 
 def _not_json(what: str) -> UpstreamError:
@@ -158,7 +161,7 @@ def _event(payload: str) -> Json | None:
     if not isinstance(chunk, dict):
         return None
     if chunk.get("error") and not chunk.get("choices"):
-        detail = _error_detail(json.dumps(chunk).encode())
+        detail, _ = _error_detail(json.dumps(chunk).encode())
         raise UpstreamError(error_sentence("The upstream's stream failed", detail))
     return chunk
 
@@ -202,7 +205,7 @@ class _EventStream:
             await self._response.aclose()
 
 
-class WireUpstream:
+class WireUpstream(Upstream):
     """The :class:`~proxy.upstream.types.Upstream` of ``transport: openai`` (module
     docstring); one per process, its connection pool shared by every tenant using it."""
 
@@ -257,44 +260,32 @@ class WireUpstream:
             raise _not_json("a JSON value that is not an object")
         return data, time.perf_counter() - started
 
-    async def complete(
-        self,
-        upstream: UpstreamPolicy,
-        model: str,
-        messages: list[Json],
-        extra: Json,
-        stream: bool = False,
-    ) -> UpstreamAnswer:
-        """One completion; with ``stream`` the upstream streams and the chunks are collected."""
-        if stream:
-            return await collect(await self.stream(upstream, model, messages, extra))
-        body = {**extra, "model": wire_model(model), "messages": messages}
-        data, seconds = await self._json(upstream, "chat/completions", body)
+    async def answer(self, call: UpstreamCall) -> UpstreamAnswer:
+        """One completion (``Upstream.complete`` collects a streamed one)."""
+        body = {**call.extra, "model": wire_model(call.model), "messages": call.messages}
+        data, seconds = await self._json(call.upstream, "chat/completions", body)
         if not isinstance(data.get("choices"), list):
             raise UpstreamError("The upstream model provider answered without any choices.")
         return UpstreamAnswer(Completion.from_body(data), seconds)
 
-    async def stream(
-        self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json
-    ) -> ChunkStream:
+    async def open_stream(self, call: UpstreamCall) -> ChunkStream:
         """Open a streamed completion; connection and status errors raise here."""
-        body = {**extra, "model": wire_model(model), "messages": messages, "stream": True}
+        body = {**call.extra, "model": wire_model(call.model), "messages": call.messages,
+                "stream": True}  # fmt: skip
         started = time.perf_counter()
-        response = await self._send(upstream, "chat/completions", body, stream=True)
+        response = await self._send(call.upstream, "chat/completions", body, stream=True)
         return ChunkStream(_EventStream(response), map_wire_error, started)
 
-    async def embed(
-        self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json
-    ) -> tuple[Json, float]:
+    async def embeddings(self, call: UpstreamCall, inputs: Any) -> tuple[Json, float]:
         """``POST {api_base}/embeddings``: the upstream's body as it is."""
-        body = {k: v for k, v in extra.items() if v is not None}
-        return await self._json(
-            upstream, "embeddings", {**body, "model": wire_model(model), "input": inputs}
+        body = {k: v for k, v in call.extra.items() if v is not None}
+        data, seconds = await self._json(
+            call.upstream, "embeddings", {**body, "model": wire_model(call.model), "input": inputs}
         )
+        return embeddings_body(data), seconds
 
-    async def text_complete(
-        self, upstream: UpstreamPolicy, model: str, prompt: Any, extra: Json
-    ) -> tuple[Json, float]:
+    async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[Json, float]:
         """``POST {api_base}/completions`` (legacy completions): the upstream's body."""
-        body = {**extra, "model": wire_model(model), "prompt": prompt}
-        return await self._json(upstream, "completions", body)
+        body = {**call.extra, "model": wire_model(call.model), "prompt": prompt}
+        data, seconds = await self._json(call.upstream, "completions", body)
+        return text_body(data), seconds

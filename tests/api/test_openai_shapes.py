@@ -17,7 +17,8 @@ import pytest
 import structlog
 import yaml
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
+from groundproxy.proxy.deps import build_deps
 from groundproxy.proxy.settings import Settings
 from groundproxy.testing.fake_upstream_client import FakeUpstream
 from tests.conftest import KEYS, _policy, share_index
@@ -68,9 +69,9 @@ async def client(
     share_index(specs)
     for tenant, spec in specs.items():
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    app = create_app(Settings(policies=policies, data=data_dir, watch_policies=False))
+    settings = Settings(policies=policies, data=data_dir, watch_policies=False)
+    app = build_app(settings, build_deps(settings).replace(upstream=FakeUpstream(RULES)))
     async with app.router.lifespan_context(app):
-        app.state.gp.upstream = FakeUpstream(RULES)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
             yield c
@@ -196,8 +197,10 @@ async def test_json_answers_stay_valid_json(
             assert gp["action"] != "none"
             if not stream or response_format:  # buffered: the verdict is in the headers too
                 assert resp.headers["x-groundproxy-action"] == gp["action"]
-            # the contradicted value is corrected in place, in a plain string field
-            assert "24 months" not in doc["warranty"] and doc["months"] == 24, gp
+            # the contradicted values are corrected in place: in a plain string field, and
+            # the number (a claim too, "months: 24 months") as an integer of the schema
+            assert "24 months" not in doc["warranty"] and doc["months"] == 12, gp
+            assert any("months: 24 months" in t for t in verdicts), verdicts
 
 
 async def test_errors_and_models_validate(client: httpx.AsyncClient) -> None:

@@ -15,13 +15,17 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import KEYS
 from tests.spec_check import CHECKED, SpecError, check_exchange
 
 AUTH = {"authorization": f"Bearer {KEYS['acme']}"}
 ASK = [{"role": "user", "content": "How long is the warranty?"}]
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+TOOLS = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather",
+                                                "parameters": {"type": "object"}}}]  # fmt: skip
 CALLS: list[tuple[str, str, dict[str, Any] | None, str]] = [
     ("POST", "/v1/chat/completions", {"messages": ASK}, "CreateChatCompletionResponse"),
     ("POST", "/chat/completions", {"messages": ASK, "stream": True},
@@ -33,6 +37,16 @@ CALLS: list[tuple[str, str, dict[str, Any] | None, str]] = [
      "CreateCompletionResponse"),
     ("POST", "/v1/completions", {"prompt": "Can I get a refund?", "stream": True},
      "CreateCompletionResponse"),
+    ("POST", "/v1/completions", {"prompt": ["How long is the warranty?", "Can I get a refund?"]},
+     "CreateCompletionResponse"),
+    ("POST", "/v1/responses", {"input": "What is the weather in Paris?", "tools": TOOLS},
+     "Response"),
+    ("POST", "/v1/responses", {"input": "What is the weather in Paris?", "tools": TOOLS,
+                               "stream": True}, "ResponseFunctionCallArgumentsDoneEvent"),
+    ("POST", "/v1/chat/completions", {"messages": WEATHER, "tools": CHAT_TOOLS, "stream": True},
+     "CreateChatCompletionStreamResponse"),
+    ("POST", "/v1/chat/completions", {"messages": ASK, "stream": True, "logprobs": True},
+     "CreateChatCompletionStreamResponse"),
     ("POST", "/v1/embeddings", {"model": "text-embedding-3-small", "input": ["a b", "c"]},
      "CreateEmbeddingResponse"),
     ("GET", "/v1/models", None, "ListModelsResponse"),
@@ -44,7 +58,7 @@ CALLS: list[tuple[str, str, dict[str, Any] | None, str]] = [
 
 @pytest_asyncio.fixture(scope="module")
 async def app(policies_dir: Path, data_dir: Path) -> AsyncIterator[FastAPI]:
-    application = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    application = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     async with application.router.lifespan_context(application):
         yield application
 

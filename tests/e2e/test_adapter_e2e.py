@@ -66,7 +66,7 @@ def test_feedback_fit_changes_the_served_verdict(server: Any) -> None:
         assert denied.status_code == 403 and set(denied.json()["error"]) >= {"message", "type"}
         bad = _feedback(c, {"answer": "x", "label": "maybe"})
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "label"
-        unknown = _feedback(c, {"step_id": "st_" + "0" * 26, "label": "supported"})
+        unknown = _feedback(c, {"step_id": "st_" + "0" * 16, "label": "supported"})
         assert unknown.status_code == 404, unknown.text
 
         # one label by step id (the answer is read from the trace store)

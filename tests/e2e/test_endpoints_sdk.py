@@ -19,6 +19,7 @@ import yaml
 
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS, _policy, share_index
+from tests.spec_check import check, check_exchange, sse_events
 
 pytestmark = pytest.mark.slow
 MODELS = {
@@ -115,6 +116,31 @@ def test_legacy_completions_are_guarded(proxy: tuple[str, Path], upstream_port: 
     streamed = "".join(c.choices[0].text for c in chunks if c.choices)
     assert streamed == done.choices[0].text
     assert (chunks[-1].model_extra or {})["groundproxy"]["action"] == "rewrite"
+
+
+def test_a_list_of_prompts_and_responses_tools(proxy: tuple[str, Path]) -> None:
+    """Issue 31, item 7, through the real server: one choice per prompt, each answering
+    its own; Responses echo function tools with ``strict`` and name the function in
+    ``function_call_arguments.done``; the raw bodies and every event validate."""
+    prompts = [QUESTION, "Can I get a refund?"]
+    raw = sdk(proxy).completions.with_raw_response.create(model="gpt-4o-mini", prompt=prompts)
+    check("CreateCompletionResponse", raw.http_response.json())
+    texts = [c.text for c in raw.parse().choices]
+    assert len(texts) == 2 and "12 months" in texts[0] and "30 days" in texts[1]
+    tools: Any = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    ask = {"model": "gpt-4o-mini", "input": "What is the weather in Paris?", "tools": tools}
+    done = sdk(proxy).responses.with_raw_response.create(**ask)
+    check("Response", done.http_response.json())
+    assert done.parse().tools[0].strict is None
+    with httpx.stream(
+        "POST", f"{proxy[0]}/v1/responses", json={**ask, "stream": True},
+        headers={"Authorization": f"Bearer {KEYS['acme']}"}, timeout=60,
+    ) as resp:  # fmt: skip
+        raw_events = resp.read()
+    check_exchange("POST", "/v1/responses", 200, "text/event-stream", raw_events)  # each one
+    events = sse_events(raw_events.decode())
+    names = [e["name"] for e in events if e["type"] == "response.function_call_arguments.done"]
+    assert names == ["get_weather"]
 
 
 def test_embeddings_pass_through(proxy: tuple[str, Path], upstream_port: int) -> None:

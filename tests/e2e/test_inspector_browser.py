@@ -89,7 +89,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     ingest_texts(data, "insp", [*samples, *DOCS], embedder)
     upstream: subprocess.Popen[bytes] = start_fake_upstream(up_port, script)
     try:
-        proxy = start_proxy(port, policies, data, log_path=root / "proxy.log")
+        docs_on = {"GROUNDPROXY_API_DOCS": "1"}  # /docs, served offline (test_api_docs_*)
+        proxy = start_proxy(port, policies, data, env=docs_on, log_path=root / "proxy.log")
         try:
             url = f"http://127.0.0.1:{port}"
             yield {"url": url, **_record_answers(url)}
@@ -264,3 +265,63 @@ def test_inspector_in_chromium(browser: Any, served: dict[str, Any], artifacts: 
     # The only console entry now is the browser's own note of the 403 response.
     errors = _console_errors(driver)
     assert errors and all("403" in e["message"] for e in errors), errors
+
+
+HOSTILE_HASHES = (
+    '#step="]x',  # threw in querySelector: the page stayed on "loading"
+    "#step=st_0000000000000000'],body",
+    "#step=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E",
+    "#step=%E0%A4%A&q=%ZZ",
+    "#step=" + "a" * 5000,
+    "#q=%22%5D%20*&step=%00",
+)
+
+
+def test_inspector_survives_any_hash(browser: Any, served: dict[str, Any]) -> None:
+    """Issue 32: whatever the URL's hash holds, the page lists the answers and says what it
+    could not open; no script error, nothing left on "loading"; a real step still opens."""
+    from selenium.webdriver.common.by import By
+
+    driver, url = browser, served["url"]
+    driver.get(f"{url}/ui")
+    driver.find_element(By.ID, "forget").click()
+    _use_key(driver, ADMIN)
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#answers tbody tr"))
+    driver.get_log("browser")  # start clean
+    for n, fragment in enumerate(HOSTILE_HASHES):
+        driver.get(f"{url}/ui?visit={n}{fragment}")  # a new page load for each hash
+        _wait(driver, lambda d: d.find_element(By.ID, "status").text.strip())
+        _wait(driver, lambda d: "loading" not in d.find_element(By.ID, "status").text)
+        status = driver.find_element(By.ID, "status")
+        if "step=" in fragment:
+            assert "not a step id" in status.text, (fragment, status.text)
+            assert "error" in (status.get_attribute("class") or "")
+        assert driver.find_element(By.ID, "detail").get_attribute("hidden") is not None
+        errors = _console_errors(driver)
+        assert not errors, (fragment, errors)
+    driver.get(f"{url}/ui?visit=ok#step={served['warranty_step']}")
+    _wait(driver, _visible("#original mark.v-contradicted"))
+    assert served["warranty_step"] in driver.find_element(By.ID, "d-step").text
+
+
+def test_api_docs_are_served_offline(browser: Any, served: dict[str, Any]) -> None:
+    """Issue 32: with GROUNDPROXY_API_DOCS on, /docs is Swagger UI from this server alone
+    (every resource the page loads is same-origin; no CSP violation, no console error) and
+    lists the API's operations."""
+    from selenium.webdriver.common.by import By
+
+    driver, url = browser, served["url"]
+    driver.get_log("browser")  # start clean
+    driver.get(f"{url}/docs")
+    _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 5)
+    paths = {
+        e.get_attribute("data-path")
+        for e in driver.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    }
+    assert "/v1/chat/completions" in paths, paths
+    loaded = driver.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => e.name)"
+    )
+    assert loaded and all(str(u).startswith(url + "/") for u in loaded), loaded
+    errors = _console_errors(driver)
+    assert not errors, errors

@@ -188,3 +188,9 @@ def test_stream_is_corrected_through_litellm(litellm_url: str) -> None:
     assert "3.4 kg" in text and "5.2 kg" not in text
     assert "[1]" in text
     assert chunks[-1].choices[0].finish_reason == "stop" if chunks[-1].choices else True
+    # the verdict rides on the stream's last chunk, as on groundproxy's own streams
+    carrying = [c for c in chunks if "groundproxy" in (c.model_extra or {})]
+    assert carrying == [chunks[-1]], [sorted(c.model_extra or {}) for c in chunks]
+    gp = (chunks[-1].model_extra or {})["groundproxy"]
+    assert gp["action"] == "rewrite" and gp["claims"][0]["verdict"] == "contradicted"
+    assert "3.4 kg" in gp["claims"][0]["correction"]

@@ -3,6 +3,7 @@ the official `openai` SDK exactly as a client application would use it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS
+from tests.faults.helpers import upstream_stats
 
 pytestmark = pytest.mark.slow
 AUDIT_DIR = Path(__file__).resolve().parent / "audit_connect"
@@ -38,7 +40,9 @@ def base_url(
     port = free_port()
     logs = tmp_path_factory.mktemp("proxy-log")
     log, connects = logs / "proxy.log", logs / "connects.log"
-    env = {"PYTHONPATH": str(AUDIT_DIR), "GP_CONNECT_LOG": str(connects)}
+    # the audit hook first, then whatever path already finds groundproxy (a worktree's)
+    path = os.pathsep.join(p for p in (str(AUDIT_DIR), os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONPATH": path, "GP_CONNECT_LOG": str(connects)}
     proc: subprocess.Popen[bytes] = start_proxy(port, policies_dir, data_dir, env=env, log_path=log)
     try:
         yield f"http://127.0.0.1:{port}/v1"
@@ -140,3 +144,20 @@ def test_sdk_stream_sentence_mode_warranty(base_url: str) -> None:
     assert "12 months" in wrong["correction"]
     assert wrong["citations"][0]["doc"] == "handbook.md"
     assert gp["action"] == "rewrite"
+
+
+@pytest.mark.parametrize(
+    ("model", "error"),
+    [("fail-404", openai.NotFoundError), ("fail-401", openai.AuthenticationError)],
+)
+def test_an_upstream_4xx_raises_its_own_class_and_is_not_retried(
+    base_url: str, upstream_port: int, model: str, error: type[openai.APIStatusError]
+) -> None:
+    """A wrong model name (404) or upstream key (401) reaches the SDK as that error: before,
+    a 502 the SDK raised as InternalServerError after retrying it twice (issue 31, item 6)."""
+    sdk = openai.OpenAI(base_url=base_url, api_key=KEYS["acme"], timeout=60)  # 2 retries
+    before = upstream_stats(upstream_port)["started"]
+    with pytest.raises(error) as info:
+        sdk.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert upstream_stats(upstream_port)["started"] == before + 1  # asked once, no retry
+    assert "sk-proj-AbCdEfGh" not in str(info.value)  # the quoted upstream key: redacted

@@ -106,8 +106,10 @@ def test_json_schema_and_json_mode_parse(base_url: str, tenant: str) -> None:
         response_format=Warranty,
     )
     got = parsed.choices[0].message.parsed
-    assert got is not None and got.months == 24 and got.product == "Acme vacuum robot"
+    assert got is not None and got.product == "Acme vacuum robot"
     gp = (parsed.model_extra or {}).get("groundproxy") or {}
+    months = 24 if tenant == "loose" else 12  # the number is a claim too, corrected in place
+    assert got.months == months
     if tenant != "loose":
         assert "24 months" not in got.warranty  # the contradicted value corrected in place
         assert any(cl["verdict"] == "contradicted" for cl in gp["claims"])
@@ -121,7 +123,7 @@ def test_json_schema_and_json_mode_parse(base_url: str, tenant: str) -> None:
     plain = c.chat.completions.create(
         model="gpt-4o-mini", messages=ASK_JSON, response_format={"type": "json_object"}
     )
-    assert json.loads(plain.choices[0].message.content or "")["months"] == 24
+    assert json.loads(plain.choices[0].message.content or "")["months"] == months
 
 
 @pytest.mark.parametrize("tenant", TENANTS)

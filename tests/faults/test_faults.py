@@ -23,7 +23,7 @@ from fastapi import FastAPI
 
 from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs
 from groundproxy.policies.keys import hash_key
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
 from tests.conftest import _policy, share_index_files
@@ -102,11 +102,11 @@ def fault_dirs(
 @pytest_asyncio.fixture(scope="module")
 async def app(fault_dirs: tuple[Path, Path]) -> AsyncIterator[FastAPI]:
     policies, data = fault_dirs
-    application = create_app(Settings(policies=policies, data=data, watch_policies=False))
+    application = build_app(Settings(policies=policies, data=data, watch_policies=False))
     async with application.router.lifespan_context(application):
         state: AppState = application.state.gp
-        assert state.parts is not None
-        state.parts.verifiers._loaded["explode"] = ExplodingVerifier()  # a verifier that raises
+        parts = state.served().deps.guard.parts
+        parts.verifiers._loaded["explode"] = ExplodingVerifier()  # a verifier that raises
         yield application
 
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from groundproxy.guards.action import answer_action, below_floor
 from groundproxy.guards.decide import (
     CONTRADICTION_MIN,
     MISMATCH_CAP,
     MISMATCH_FLOOR,
     MISSING_CAP,
-    answer_action,
-    below_floor,
+    Bars,
     contradiction_bar,
     decide_claim,
     resolve_threshold,
@@ -37,15 +37,12 @@ def ev(chunk: str) -> Evidence:
 
 def decide(probs: list[Probs], rule: RuleResult = OK, **kw: float) -> ClaimResult:
     evidence = [ev(f"c{i}") for i in range(len(probs))]
-    return decide_claim(
-        CLAIM,
-        evidence,
-        probs,
-        rule,
+    bars = Bars(
         threshold=kw.get("threshold", 0.6),
         max_uncertainty=kw.get("max_uncertainty", 0.9),
         contradiction_min=kw.get("contradiction_min", CONTRADICTION_MIN),
     )
+    return decide_claim(CLAIM, evidence, probs, rule, bars)
 
 
 def test_the_verifier_contradiction_bar_turns_a_weak_contradiction_into_unverifiable() -> None:
@@ -130,8 +127,7 @@ def test_rule_mismatch_contradicts_with_correction() -> None:
         [ev("c0"), ev("c1")],
         [Probs(0.9, 0.02, 0.08), Probs(0.7, 0.06, 0.24)],
         rule,
-        threshold=0.6,
-        max_uncertainty=0.9,
+        Bars(threshold=0.6, max_uncertainty=0.9),
         correction_probs=Probs(0.8, 0.04, 0.16),
     )
     assert r.verdict == "contradicted"
@@ -153,11 +149,11 @@ def test_missing_rule_caps_support() -> None:
 
 
 def test_no_evidence() -> None:
-    r = decide_claim(CLAIM, [], [], OK, threshold=0.6, max_uncertainty=0.9)
+    r = decide_claim(CLAIM, [], [], OK, Bars(threshold=0.6, max_uncertainty=0.9))
     assert r.verdict == "unverifiable" and r.explanation == "no evidence found"
     assert r.citations == [] and r.probs.supported == 0.0
     with pytest.raises(ValueError):
-        decide_claim(CLAIM, [ev("c0")], [], OK, threshold=0.6, max_uncertainty=0.9)
+        decide_claim(CLAIM, [ev("c0")], [], OK, Bars(threshold=0.6, max_uncertainty=0.9))
 
 
 def _result(verdict: str, supported: float) -> ClaimResult:

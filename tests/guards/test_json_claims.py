@@ -51,8 +51,10 @@ def test_statements_are_sentences_with_paths_and_each_is_its_own_line() -> None:
     assert found.text.splitlines() == [
         "The warranty lasts 24 months.",
         "Batteries are covered for 6 months.",  # a full stop: claims never span two values
+        "meta count: 3.",  # a number is a claim too: its key (after its parents) and value
         "Made in Paris by Acme Robotics.",
     ]
+    assert found.facts == {2: 3}
     for i, (_, value) in enumerate(found.leaves):
         assert found.text[found.starts[i] : found.starts[i] + len(value)] == value
         assert found.value_of(found.starts[i]) == i
@@ -65,7 +67,7 @@ def test_a_correction_is_made_in_place_and_the_json_stays_valid() -> None:
     out = json.loads(guarded_json(TEXT, found, [fix], False, "refused", None))
     assert out["facts"][0] == "The warranty lasts 12 months."
     assert out["meta"] == DOC["meta"] and out["name"] == DOC["name"]
-    removed = _claim(found, 2, "Made in Paris by Acme Robotics.", "removed")
+    removed = _claim(found, 3, "Made in Paris by Acme Robotics.", "removed")
     out = json.loads(guarded_json(TEXT, found, [removed], False, "refused", None))
     assert out["meta"]["note"] == ""
 
@@ -93,7 +95,7 @@ def test_edits_only_where_the_schema_is_a_plain_string() -> None:
     found = claim_text(DOC)
     fix = _claim(found, 0, "24 months", "corrected", "12 months")
     assert guarded_json(TEXT, found, [fix], False, "refused", schema) == TEXT
-    note = _claim(found, 2, "Paris", "corrected", "Lyon")
+    note = _claim(found, 3, "Paris", "corrected", "Lyon")
     out = json.loads(guarded_json(TEXT, found, [fix, note], False, "refused", schema))
     assert out["meta"]["note"] == "Made in Lyon by Acme Robotics." and out["facts"] == DOC["facts"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from groundproxy.errors import GuardError
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.pipeline import run_guard, unverified_report
+from groundproxy.guards.pipeline import Backends, run_guard, unverified_report
 from groundproxy.guards.types import (
     CONTRADICTION_MIN,
     Embedder,
@@ -147,9 +147,7 @@ def test_warranty_example_end_to_end(embedder: HashingEmbedder) -> None:
         question="How long is the warranty and can I return it?",
         context_messages=[("system", "You are Acme's support assistant.")],
         policy=policy(),
-        verifier=v,
-        embedder=e,
-        index=i,
+        backends=Backends(v, e, i),
     )
     assert len(report.claims) == 2
     warranty, returns = report.claims
@@ -191,9 +189,7 @@ def test_request_context_is_evidence_without_an_index() -> None:
             ("assistant", "The budget is $5,000."),  # earlier answers are not evidence
         ],
         policy=policy(citations="inline"),
-        verifier=LexicalVerifier(),
-        embedder=None,
-        index=None,
+        backends=Backends(LexicalVerifier()),
     )
     meeting, budget = report.claims
     assert meeting.verdict == "supported"
@@ -211,9 +207,7 @@ def test_use_request_context_off_means_no_evidence() -> None:
         question=None,
         context_messages=[("user", "The meeting is on Tuesday.")],
         policy=policy(retrieval={"use_request_context": False}),
-        verifier=LexicalVerifier(),
-        embedder=None,
-        index=None,
+        backends=Backends(LexicalVerifier()),
     )
     assert report.claims[0].verdict == "unverifiable"
     assert report.claims[0].explanation == "no evidence found"
@@ -225,9 +219,7 @@ def test_no_claims_means_full_trust(embedder: HashingEmbedder) -> None:
         question=None,
         context_messages=[],
         policy=policy(),
-        verifier=LexicalVerifier(),
-        embedder=embedder,
-        index=ListIndex(DOCS, embedder),
+        backends=Backends(LexicalVerifier(), embedder, ListIndex(DOCS, embedder)),
     )
     assert report.claims == [] and report.trust == 1.0 and report.action == "none"
     assert report.text == "Hello! How can I help?"
@@ -240,9 +232,7 @@ def test_backend_failures_raise_guard_error(embedder: HashingEmbedder) -> None:
             question=None,
             context_messages=[],
             policy=policy(),
-            verifier=BrokenVerifier(),
-            embedder=embedder,
-            index=ListIndex(DOCS, embedder),
+            backends=Backends(BrokenVerifier(), embedder, ListIndex(DOCS, embedder)),
         )
     with pytest.raises(GuardError, match="embedder"):
         run_guard(
@@ -250,9 +240,7 @@ def test_backend_failures_raise_guard_error(embedder: HashingEmbedder) -> None:
             question=None,
             context_messages=[],
             policy=policy(),
-            verifier=LexicalVerifier(),
-            embedder=None,
-            index=ListIndex(DOCS, embedder),
+            backends=Backends(LexicalVerifier(), None, ListIndex(DOCS, embedder)),
         )
 
 
@@ -271,9 +259,7 @@ def test_a_context_row_uses_only_the_context() -> None:
             question="Which magazine was started first?",
             context_messages=[("context", context)],
             policy=policy(),
-            verifier=LexicalVerifier(),
-            embedder=embedder,
-            index=None,
+            backends=Backends(LexicalVerifier(), embedder),
         )
 
     good = row("Arthur's Magazine", None)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from groundproxy.guards.action import render
 from groundproxy.guards.claims import decompose
-from groundproxy.guards.rewrite import render, rendered_trust
+from groundproxy.guards.decide import rendered_trust
 from groundproxy.guards.types import ClaimResult, Evidence, Probs, Verdict
 from groundproxy.policies.schema import Policy, local_policy
 

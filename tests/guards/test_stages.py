@@ -1,16 +1,18 @@
-"""The guard's two stages (guards.stages), the failure decisions (guards.failures) and the
-piece-by-piece answer of sentence streaming (guards.streamed), with the real lexical
-verifier and request-context evidence."""
+"""The guard's two stages (guards.stages, guards.action), the failure decisions
+(guards.action) and the piece-by-piece answer of sentence streaming (guards.streamed), with
+the real lexical verifier and request-context evidence."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from groundproxy.errors import GuardError, GuardTimeoutError
-from groundproxy.guards.failures import budget_error, disabled_report, failure_report
+from groundproxy.guards.action import Segment, apply, disabled_report, failure_report
+from groundproxy.guards.failures import budget_error
 from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.pipeline import evidence_fn, run_guard
-from groundproxy.guards.stages import Segment, Verified, apply, verify
+from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
+from groundproxy.guards.stages import Verified, verify
 from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.policies.schema import Policy, local_policy
 
@@ -25,14 +27,14 @@ def policy(**over: Any) -> Policy:
 
 
 def verified(answer: str, pol: Policy, threshold: float | None = None) -> Verified:
-    return verify(
+    found = verify(
         answer,
         question=QUESTION,
         policy=pol,
         verifier=LexicalVerifier(),
         evidence_for=evidence_fn(CONTEXT, pol, None, None, QUESTION),
-        threshold=threshold,
     )
+    return dataclasses.replace(found, threshold=threshold)  # a calibrated threshold in force
 
 
 def test_verify_then_apply_is_run_guard() -> None:
@@ -50,9 +52,7 @@ def test_verify_then_apply_is_run_guard() -> None:
         question=QUESTION,
         context_messages=CONTEXT,
         policy=pol,
-        verifier=LexicalVerifier(),
-        embedder=None,
-        index=None,
+        backends=Backends(LexicalVerifier()),
     )
     assert staged.text == whole.text and staged.action == whole.action == "rewrite"
     assert staged.trust == whole.trust

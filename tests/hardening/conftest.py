@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from groundproxy.policies.keys import hash_key
+from groundproxy.testing.embedders import HASHING
 from groundproxy.testing.processes import (
     free_port,
     start_fake_upstream,
@@ -29,7 +30,7 @@ from groundproxy.testing.processes import (
 
 UPSTREAM_SECRET = "sk-upstream-SECRET-4f9a8b7c6d5e4f3a2b1c"
 TENANTS = ("ta", "tb", "ts")
-FAST_ENV = {"GROUNDPROXY_EMBEDDER": "hashing", "TEST_UPSTREAM_KEY": UPSTREAM_SECRET}
+FAST_ENV = {"GROUNDPROXY_EMBEDDER": HASHING, "TEST_UPSTREAM_KEY": UPSTREAM_SECRET}
 UPSTREAM_MODELS = ("gpt-4o-mini", "echo-key", "bad-json", "fail-500")
 KETTLE = "The Zephyr kettle boils water in 45 seconds."
 N_GADGETS = 40

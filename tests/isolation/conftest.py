@@ -13,7 +13,7 @@ import yaml
 from fastapi import FastAPI
 
 from groundproxy.policies.keys import hash_key
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import SAMPLES, _policy
 
@@ -62,7 +62,7 @@ def iso_dirs(
 @pytest_asyncio.fixture(scope="module")
 async def iso_app(iso_dirs: tuple[Path, Path]) -> AsyncIterator[FastAPI]:
     policies, data = iso_dirs
-    app = create_app(
+    app = build_app(
         Settings(policies=policies, data=data, watch_policies=False, max_body_bytes=65_536)
     )
     async with app.router.lifespan_context(app):

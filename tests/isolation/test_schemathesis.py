@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, seed, settings
 from pydantic import BaseModel
 from schemathesis.python import asgi
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.protocol import ChatCompletionRequest
 from groundproxy.proxy.routes.admin import DeleteBody, IngestBody
 from groundproxy.proxy.settings import Settings
@@ -49,7 +49,7 @@ BODIES: dict[tuple[str, str], type[BaseModel]] = {
 
 
 def _schema_dict() -> dict[str, Any]:
-    raw = create_app(Settings()).openapi()
+    raw = build_app(Settings()).openapi()
     for (path, method), model in BODIES.items():
         op = raw["paths"].get(path, {}).get(method)
         if op is None or "requestBody" in op:
@@ -70,7 +70,7 @@ def _schema_dict() -> dict[str, Any]:
 
 
 schema = schemathesis.openapi.from_dict(_schema_dict())
-schema.app = create_app(Settings())  # in-process transport; each call uses the client below
+schema.app = build_app(Settings())  # in-process transport; each call uses the client below
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def asgi_client(
     policies, data = iso_dirs
     scratch = tmp_path_factory.mktemp("schemathesis-data") / "data"
     shutil.copytree(data, scratch)  # the fuzzer's documents must not reach other tests' indexes
-    app = create_app(
+    app = build_app(
         Settings(policies=policies, data=scratch, watch_policies=False, max_body_bytes=65_536)
     )
     with asgi.get_client(app) as client:  # type: ignore[arg-type]  # runs the lifespan once, in the client's loop

@@ -100,8 +100,7 @@ async def test_1000_randomized_requests_never_cross_tenants(
     # shared products.md and identical claims — must be held once per tenant: each tenant
     # computed its own verdict, none was served another tenant's.
     state: AppState = iso_app.state.gp
-    assert state.parts is not None
-    cache = state.parts.verdict_cache
+    cache = state.served().deps.guard.parts.verdict_cache
     if cache is not None:
         owners: dict[bytes, set[str]] = {}
         for tenant, digest in list(cache._data):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from groundproxy.guards.types import VERDICTS, Pair
-from groundproxy.models.build import PROBES, build_model
+from groundproxy.models.build import PROBES, BuildSpec, build_model
 from groundproxy.models.built_verifier import BuiltVerifier, fill_prompt
 from groundproxy.models.registry import VerifierRegistry
 from tests.models.tiny_hf import save_tiny_llama
@@ -37,7 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("llm")
     src = save_tiny_llama(root / "ckpt")
     models = root / "models"
-    build_model(str(src), "tiny-llm", models, max_length=96)
+    build_model(str(src), "tiny-llm", models, BuildSpec(max_length=96))
     return src, models
 
 

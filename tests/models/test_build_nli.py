@@ -231,7 +231,7 @@ def test_failed_build_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixtu
 async def test_policy_naming_the_built_model_guards_through_the_api(
     built: tuple[Path, Path], tmp_path: Path, upstream_port: int
 ) -> None:
-    from groundproxy.proxy.app import create_app
+    from groundproxy.proxy.app import build_app
     from groundproxy.proxy.settings import Settings
 
     _, models = built
@@ -241,7 +241,7 @@ async def test_policy_naming_the_built_model_guards_through_the_api(
     policies.mkdir()
     spec: dict[str, Any] = _policy("acme", upstream_port, verifier={"model": "tiny-nli"})
     (policies / "acme.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    app = create_app(Settings(policies=policies, data=data, watch_policies=False))
+    app = build_app(Settings(policies=policies, data=data, watch_policies=False))
     body = {
         "model": "gpt-4o-mini",
         "messages": [

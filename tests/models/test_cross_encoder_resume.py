@@ -3,7 +3,8 @@
 A real (tiny) run of models.train.cross_encoder on the packaged MiniLM backbone: a 6-step
 plan stopped after 3 steps saves its state; the same command continues to step 6 from that
 state (not from scratch), and a changed setting is refused with a message naming it.
-Data: a seeded slice of two ../shared/data/train files written to a temporary folder.
+Data: a seeded slice of two train files (vendored in tests/data/train) copied to a temporary
+folder.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from groundproxy.models.train import ce_resume
 from groundproxy.models.train.cross_encoder import main
 
-TRAIN = Path(__file__).resolve().parents[3] / "shared" / "data" / "train"
+TRAIN = Path(__file__).resolve().parents[1] / "data" / "train"
 pytestmark = pytest.mark.slow
 
 

@@ -19,7 +19,7 @@ from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.embedder import MINILM_NAME, load_embedder
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.testing.embedders import HashingEmbedder
 
 PAIR = Pair("The warranty lasts 24 months.", "Every robot has a warranty of 12 months.")
 

@@ -140,7 +140,7 @@ def test_the_default_verifier_is_the_shipped_int8_head() -> None:
 def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> None:
     """The three hand-written cases through run_guard (claims, evidence windows, rules,
     decision) with the default policy and verifier, the request context as evidence."""
-    from groundproxy.guards.pipeline import run_guard
+    from groundproxy.guards.pipeline import Backends, run_guard
     from groundproxy.policies.schema import local_policy
 
     context = [("system", "Every robot has a warranty of 12 months. Shipping is free in the EU.")]
@@ -149,9 +149,12 @@ def test_hand_written_claims_through_the_guard_with_the_default_verifier() -> No
     verdicts = {}
     for answer in (SUPPORTED.claim, CONTRADICTED.claim, UNVERIFIABLE.claim):
         report = run_guard(
-            answer, question=None, context_messages=context, policy=policy,
-            verifier=verifier, embedder=load_embedder(), index=None,
-        )  # fmt: skip
+            answer,
+            question=None,
+            context_messages=context,
+            policy=policy,
+            backends=Backends(verifier, load_embedder()),
+        )
         (claim,) = report.claims
         verdicts[answer] = claim.verdict
         if answer == CONTRADICTED.claim:
@@ -180,14 +183,16 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
     """A one-word answer alone is close to nothing in the evidence (every window fell under
     min_score: "no evidence found" for the right answer too); searched as question + answer,
     the right sentence is found and the verifier judges the answer against it."""
-    from groundproxy.guards.pipeline import run_guard
+    from groundproxy.guards.pipeline import Backends, run_guard
     from groundproxy.policies.schema import local_policy
 
     report = run_guard(
-        answer, question=OBEROI_Q, context_messages=[("context", OBEROI)],
-        policy=local_policy("short", "openai/test"), verifier=VerifierRegistry().get("default"),
-        embedder=load_embedder(), index=None,
-    )  # fmt: skip
+        answer,
+        question=OBEROI_Q,
+        context_messages=[("context", OBEROI)],
+        policy=local_policy("short", "openai/test"),
+        backends=Backends(VerifierRegistry().get("default"), load_embedder()),
+    )
     (claim,) = report.claims
     assert claim.verdict == verdict, claim.explanation
     assert claim.citations and "head office in Delhi" in OBEROI[claim.citations[0].span[0] :]

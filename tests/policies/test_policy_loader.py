@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,8 @@ def test_demo_policy_documents_the_defaults() -> None:
 def test_unknown_top_level_key_names_closest(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL + "retreival: {top_k: 3}\n")
     err = error_of(path)
-    assert err.message == f"{path}: unknown key 'retreival' — did you mean 'retrieval'?"
+    # file:line of the key, what is wrong, the hint
+    assert err.message == f"{path}:5: unknown key 'retreival' — did you mean 'retrieval'?"
     assert err.param == "retreival"
 
 
@@ -123,7 +125,7 @@ def test_unknown_nested_key_names_path_and_closest(
     tmp_path: Path, snippet: str, expected: str
 ) -> None:
     err = error_of(write(tmp_path, MINIMAL + snippet))
-    assert err.message.startswith(f"{tmp_path / 'acme.yaml'}: ")
+    assert err.message.startswith(f"{tmp_path / 'acme.yaml'}:6: ")  # the nested key's line
     assert expected in err.message
 
 
@@ -136,7 +138,7 @@ def test_unknown_key_inside_upstream(tmp_path: Path) -> None:
 def test_wrong_type_names_the_path(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL + "retrieval:\n  top_k: many\n")
     err = error_of(path)
-    assert err.message.startswith(f"{path}: retrieval.top_k: Input should be a valid integer")
+    assert err.message.startswith(f"{path}:6: retrieval.top_k: Input should be a valid integer")
     assert err.param == "retrieval.top_k"
     err = error_of(write(tmp_path, MINIMAL + "actions: {contradicted: explode}\n"))
     assert "actions.contradicted: Input should be 'annotate', 'flag', 'rewrite' or 'block'" in (
@@ -178,16 +180,27 @@ def test_raw_key_is_rejected_and_not_echoed(tmp_path: Path) -> None:
 def test_yaml_errors_name_file_and_line_without_content(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL + f'retrieval: {{top_k: 3\nsecret: "{RAW}"\n')
     err = error_of(path)
-    assert err.message.startswith(f"{path}: invalid YAML at line ")
+    assert re.match(rf"{re.escape(str(path))}:\d+:\d+: invalid YAML: ", err.message), err.message
     assert RAW not in err.message
     err = error_of(write(tmp_path, MINIMAL + "tenant: acme\n"))
-    assert "duplicate key 'tenant'" in err.message and "line 5" in err.message
+    assert "duplicate key 'tenant'" in err.message and "acme.yaml:5:1:" in err.message
 
 
-@pytest.mark.parametrize(("text", "kind"), [("", "empty"), ("- a\n- b\n", "a list")])
-def test_non_mapping_document(tmp_path: Path, text: str, kind: str) -> None:
-    err = error_of(write(tmp_path, text))
-    assert "must be a YAML mapping" in err.message and kind in err.message
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "the policy file is empty: a policy needs at least tenant, keys and upstream"),
+        (
+            "- a\n- b\n",
+            "a policy file must be a YAML mapping (tenant: …, keys: …), but the document is a list",
+        ),
+    ],
+)
+def test_non_mapping_document(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    assert error_of(path).message == f"{path}:1: " + expected + (
+        " (policies/demo.yaml documents every field)" if not text else ""
+    )
 
 
 def test_key_env_raw_keys_are_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

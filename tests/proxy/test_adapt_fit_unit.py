@@ -11,7 +11,12 @@ import pytest
 
 from groundproxy.errors import PolicyError
 from groundproxy.guards import FEATURES, read_adapter
-from groundproxy.proxy.cli.adapt_fit import fit_combiner, keep_zero_shot, label_warnings
+from groundproxy.proxy.cli.adapt_fit import (
+    Conformal,
+    fit_combiner,
+    keep_zero_shot,
+    label_warnings,
+)
 from groundproxy.proxy.storage.adapters import AdapterCache, write_adapter
 from tests.conftest import ACCEPT_ALL
 
@@ -40,7 +45,8 @@ def test_a_fit_that_does_not_beat_zero_shot_keeps_it() -> None:
     assert content["decision"] == "zero_shot" and "features" not in content
     assert content["fit"]["kept"] == "zero_shot"
     assert content["fit"]["zero_shot_balanced_accuracy"] == 1.0
-    conformal = fit_combiner(feats, y, zero=y, alpha=0.2)  # the --alpha path compares too
+    # the --alpha path compares too
+    conformal = fit_combiner(feats, y, zero=y, conformal=Conformal(0.2))
     assert conformal["decision"] == "zero_shot"
     assert fit_combiner(feats, y)["features"]  # without the comparison it would ship
 

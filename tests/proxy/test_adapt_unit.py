@@ -21,7 +21,13 @@ from groundproxy.guards.adapter_features import (
     features_from_signals,
 )
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.proxy.cli.adapt import best_threshold, fit_combiner, without_token_features
+from groundproxy.proxy.cli.adapt import (
+    Candidates,
+    Conformal,
+    best_threshold,
+    fit_combiner,
+    without_token_features,
+)
 from groundproxy.proxy.storage.adapters import AdapterCache, versions, write_adapter
 from groundproxy.proxy.storage.feedback import (
     Labelled,
@@ -51,7 +57,7 @@ def test_fit_learns_the_signal_and_conformal_threshold() -> None:
     preds = [int(ad.p_hallucinated(x) > ad.threshold) for x in xs]
     assert sum(p == y for p, y in zip(preds, ys, strict=True)) / len(ys) > 0.9
     assert fit["fit"]["oof_balanced_accuracy"] > 0.9
-    conf = fit_combiner(xs, ys, alpha=0.1, seed=0)
+    conf = fit_combiner(xs, ys, conformal=Conformal(0.1), seed=0)
     assert conf["fit"]["threshold_rule"] == "split conformal" and 0 <= conf["threshold"] <= 1
     with pytest.raises(BadRequestError):
         fit_combiner(xs[:5], ys[:5])
@@ -61,7 +67,7 @@ def test_fit_learns_the_signal_and_conformal_threshold() -> None:
 def test_fit_chooses_features_and_regularization_by_cross_fitting() -> None:
     xs, ys = _rows(80, 3)
     only = {"lexical": ("lex_answer", "trust"), "signal": ("max_p_contradicted", "trust")}
-    fit = fit_combiner(xs, ys, seed=0, feature_sets=only, cs=(0.01, 1.0))
+    fit = fit_combiner(xs, ys, seed=0, candidates=Candidates(only, (0.01, 1.0)))
     assert fit["fit"]["feature_set"] == "signal" and fit["features"] == list(only["signal"])
     assert fit["fit"]["C"] in (0.01, 1.0) and fit["fit"]["oof_roc_auc"] > 0.95
     ad = Adapter.from_dict({**fit, "version": 3, "verifier": "v"})

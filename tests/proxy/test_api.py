@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
 
@@ -33,7 +33,7 @@ async def client(policies_dir: Path, data_dir: Path) -> AsyncIterator[httpx.Asyn
     settings = Settings(
         policies=policies_dir, data=data_dir, watch_policies=False, max_body_bytes=MAX_BODY
     )
-    app = create_app(settings)
+    app = build_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:

@@ -13,7 +13,7 @@ from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.serving.admission import GuardQueue
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.testing.embedders import HashingEmbedder
 
 
 def busy_queue(workers: int = 1, running: int = 3, recent_s: float = 0.1) -> GuardQueue:

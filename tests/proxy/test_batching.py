@@ -16,11 +16,11 @@ import pytest
 from groundproxy.errors import GuardError
 from groundproxy.models.batching import BatchingEmbedder, BatchOptions, MicroBatcher
 from groundproxy.policies.schema import local_policy
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.testing.embedders import HashingEmbedder
 from tests.conftest import KEYS
 
 
@@ -72,7 +72,7 @@ def run_concurrently(
 
 def test_concurrent_calls_share_batches_and_get_their_own_results() -> None:
     model, sizes = FakeModel(delay_s=0.01), list[int]()
-    b = MicroBatcher(model, split, window_s=0.05, max_items=64, observe=sizes.append)
+    b = MicroBatcher(model, split, BatchOptions(window_s=0.05, max_items=64, observe=sizes.append))
     results, errors = run_concurrently(16, lambda i: b.submit([i, 100 + i]))
     assert not errors
     assert results == {i: [2 * i, 200 + 2 * i] for i in range(16)}
@@ -83,7 +83,7 @@ def test_concurrent_calls_share_batches_and_get_their_own_results() -> None:
 
 def test_batches_never_exceed_max_items() -> None:
     model = FakeModel(delay_s=0.005)
-    b = MicroBatcher(model, split, window_s=0.05, max_items=5)
+    b = MicroBatcher(model, split, BatchOptions(window_s=0.05, max_items=5))
     results, errors = run_concurrently(12, lambda i: b.submit([i, i]))
     assert not errors and all(results[i] == [2 * i, 2 * i] for i in range(12))
     assert max(len(x) for x in model.batches) <= 5
@@ -93,7 +93,7 @@ def test_batches_never_exceed_max_items() -> None:
 
 def test_errors_reach_exactly_the_callers_whose_input_fails() -> None:
     model = FakeModel(delay_s=0.01)
-    b = MicroBatcher(model, split, window_s=0.05, max_items=64)
+    b = MicroBatcher(model, split, BatchOptions(window_s=0.05, max_items=64))
     results, errors = run_concurrently(8, lambda i: b.submit([-1] if i == 3 else [i]))
     assert set(errors) == {3} and isinstance(errors[3], ValueError)
     assert results == {i: [2 * i] for i in range(8) if i != 3}
@@ -102,7 +102,7 @@ def test_errors_reach_exactly_the_callers_whose_input_fails() -> None:
 
 def test_window_zero_calls_in_the_callers_thread_unbatched() -> None:
     model = FakeModel()
-    b = MicroBatcher(model, split, window_s=0.0)
+    b = MicroBatcher(model, split, BatchOptions(window_s=0.0))
     results, errors = run_concurrently(6, lambda i: b.submit([i]))
     assert not errors and results == {i: [2 * i] for i in range(6)}
     assert sorted(model.batches) == [[i] for i in range(6)]
@@ -113,7 +113,7 @@ def test_window_zero_calls_in_the_callers_thread_unbatched() -> None:
 
 def test_a_lone_caller_does_not_wait_for_the_window() -> None:
     model = FakeModel()
-    b = MicroBatcher(model, split, window_s=5.0, peers=lambda: 1)
+    b = MicroBatcher(model, split, BatchOptions(window_s=5.0, peers=lambda: 1))
     t = time.perf_counter()
     assert b.submit([4]) == [8]
     assert time.perf_counter() - t < 2.5  # far below the 5 s window: it did not wait
@@ -127,7 +127,7 @@ def test_close_fails_queued_calls_and_refuses_new_ones_without_hanging() -> None
         release.wait(5)
         return items
 
-    b = MicroBatcher(stuck, split, window_s=0.001, max_items=1)
+    b = MicroBatcher(stuck, split, BatchOptions(window_s=0.001, max_items=1))
     results, errors = {}, {}
 
     def call(i: int) -> None:
@@ -225,7 +225,7 @@ async def test_server_with_batching_on_answers_concurrent_requests(
     settings = Settings(
         policies=policies_dir, data=data_dir, watch_policies=False, batch_window_ms=5
     )
-    app = create_app(settings)
+    app = build_app(settings)
     app_metrics = app.state.gp.metrics
     before = _histogram_count("embedder", app_metrics)
     headers = {"authorization": f"Bearer {KEYS['acme']}"}
@@ -234,7 +234,7 @@ async def test_server_with_batching_on_answers_concurrent_requests(
         "messages": [{"role": "user", "content": "How long is the laptop warranty?"}],
     }
     async with app.router.lifespan_context(app):
-        assert isinstance(app.state.gp.parts.embedder, BatchingEmbedder)
+        assert isinstance(app.state.gp.served().deps.guard.parts.embedder, BatchingEmbedder)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
             statuses: list[int] = []

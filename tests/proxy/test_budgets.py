@@ -18,7 +18,7 @@ from groundproxy.models import registry
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
+from groundproxy.testing.embedders import HashingEmbedder
 
 ANSWER = "The warranty lasts 24 months. Batteries are covered for 6 months."
 CONTEXT = [("system", "The warranty lasts 12 months. Batteries are covered for 6 months.")]

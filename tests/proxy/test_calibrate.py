@@ -1,6 +1,7 @@
-"""``groundproxy calibrate`` on a slice of real labelled data (read from ../shared/data,
-never copied): the held-out coverage of truly supported answers respects the conformal
-bound, the diagnostics are reported and the calibration file is written."""
+"""``groundproxy calibrate`` on a slice of real labelled data (a seeded 120-row slice of
+HaluEval-QA eval, vendored in tests/data): the held-out coverage of truly supported answers
+respects the conformal bound, the diagnostics are reported and the calibration file is
+written."""
 
 from __future__ import annotations
 
@@ -12,13 +13,10 @@ import pytest
 from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.proxy.cli.main import _run, build_parser
 from groundproxy.proxy.storage.calibration import CalibrationCache, calibration_path
-from tests.conftest import SHARED_DATA
+from tests.conftest import TEST_DATA
 
-EVAL_FILE = SHARED_DATA / "eval" / "halueval-qa.jsonl"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not EVAL_FILE.exists(), reason="../shared/data not present"),
-]
+EVAL_FILE = TEST_DATA / "eval" / "halueval-qa.jsonl"
+pytestmark = pytest.mark.slow
 
 
 def test_calibrate_command_on_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

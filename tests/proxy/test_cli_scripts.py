@@ -15,6 +15,7 @@ import pytest
 
 from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.policies.keys import hash_key
+from groundproxy.testing.embedders import HASHING
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.hardening.conftest import run_cli
 
@@ -86,7 +87,7 @@ def test_check_prints_the_answer_and_fails_on_the_verdicts_asked(tmp_path: Path)
 def _serve(tmp_path: Path, *flags: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     done = subprocess.run(
         [sys.executable, "-m", "groundproxy.proxy", "serve", "--data", str(tmp_path / "d"), *flags],
-        env={**os.environ, "GROUNDPROXY_EMBEDDER": "hashing", **(env or {})},
+        env={**os.environ, "GROUNDPROXY_EMBEDDER": HASHING, **(env or {})},
         capture_output=True,
         text=True,
         timeout=60,
@@ -118,7 +119,7 @@ def test_serve_warns_about_an_empty_index(tmp_path: Path) -> None:
     policies = _policies(tmp_path / "policies", "lonely")
     port = free_port()
     log = tmp_path / "proxy.log"
-    env = {"GROUNDPROXY_EMBEDDER": "hashing"}
+    env = {"GROUNDPROXY_EMBEDDER": HASHING}
     stop_process(start_proxy(port, policies, tmp_path / "data", env=env, log_path=log))
     events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     empty = [e for e in events if e.get("event") == "index_empty"]

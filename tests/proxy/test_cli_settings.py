@@ -33,7 +33,14 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
     return configs
 
 
+DEMO = Path(__file__).resolve().parents[2] / "policies" / "demo.yaml"
+
+
 def _serve(argv: list[str]) -> int:
+    """``serve`` with these flags; ``--policies`` gets the demo policy (serve refuses to start
+    on a folder where no policy loads)."""
+    policies = Path(argv[argv.index("--policies") + 1])
+    (policies / "demo.yaml").write_text(DEMO.read_text(encoding="utf-8"), encoding="utf-8")
     return cli._run(cli.build_parser().parse_args(["serve", *argv]))
 
 

@@ -13,7 +13,7 @@ import pytest_asyncio
 from fastapi import FastAPI
 
 from groundproxy.errors import BadRequestError
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.serving.responses import to_chat
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.upstream.errors import upstream_message
@@ -23,7 +23,7 @@ from tests.proxy.test_metrics import value
 
 @pytest_asyncio.fixture(scope="module")
 async def app(policies_dir: Path, data_dir: Path) -> AsyncIterator[FastAPI]:
-    application = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    application = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     async with application.router.lifespan_context(application):
         yield application
 
@@ -104,7 +104,7 @@ async def test_cors_allows_the_configured_origins(tmp_path: Path) -> None:
     settings = Settings(
         policies=tmp_path, data=tmp_path, watch_policies=False, cors_origins="https://app.example"
     )
-    async with client(create_app(settings)) as c:
+    async with client(build_app(settings)) as c:
         ok = await c.options("/v1/chat/completions", headers=PREFLIGHT)
         other = await c.options(
             "/v1/chat/completions", headers={**PREFLIGHT, "origin": "https://evil.example"}

@@ -20,6 +20,7 @@ EXPECTED = {
     "PermissionDeniedError": (403, "permission_error", "permission_denied"),
     "NotFoundError": (404, "not_found_error", "not_found"),
     "UnknownModelError": (404, "not_found_error", "model_not_found"),
+    "ConflictError": (409, "invalid_request_error", "conflict"),
     "RateLimitError": (429, "rate_limit_error", "rate_limited"),
     "OverloadedError": (429, "rate_limit_error", "guard_overloaded"),
     "ServiceUnavailableError": (503, "server_error", "not_ready"),

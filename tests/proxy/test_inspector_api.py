@@ -13,21 +13,17 @@ import pytest_asyncio
 
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.app import create_app
-from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStep, TraceStores
 from tests.conftest import ADMIN_KEYS, KEYS
+from tests.inprocess import app_client
 
 UI = "/v1/groundproxy/ui"
 
 
 @pytest_asyncio.fixture(scope="module")
 async def client(policies_dir: Path, data_dir: Path) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
-            yield c
+    async with app_client(policies_dir, data_dir) as c:
+        yield c
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -137,17 +133,19 @@ def test_answers_written_with_the_node_and_pruned_with_it(tmp_path: Path) -> Non
     settings = TracesPolicy(retention_hours=1.0, max_nodes=2)
     for i in range(3):
         store.record(
-            step_id=f"st_{i:016x}",
-            trace_id="t",
-            parents=[],
-            request_id=f"r{i}",
-            policy_id="acme@1",
-            question=None,
-            context=[],
+            TraceStep(
+                step_id=f"st_{i:016x}",
+                trace_id="t",
+                parents=[],
+                request_id=f"r{i}",
+                policy_id="acme@1",
+                question=None,
+                context=[],
+                model="gpt-x",
+            ),
             report=_report(f"c{i}."),
             settings=settings,
             now=1000.0 + i,
-            model="gpt-x",
         )
     from groundproxy.proxy.storage import answers
 

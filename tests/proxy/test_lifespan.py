@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from groundproxy.errors import IndexStoreError, ModelLoadError
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.metrics import Metrics, route_label
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.state import AppState
@@ -21,17 +21,18 @@ from tests.conftest import ADMIN_KEYS, KEYS
 async def test_shutdown_closes_trace_stores_and_tenant_indexes(
     policies_dir: Path, data_dir: Path
 ) -> None:
-    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    app = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     state: AppState = app.state.gp
     async with app.router.lifespan_context(app):
-        assert state.ready and state.guard is not None and state.traces is not None
-        index = state.guard.parts.indexes.get("acme")
+        assert state.ready
+        deps = state.served().deps
+        index = deps.guard.parts.indexes.get("acme")
         assert index.documents()  # open and readable while serving
-        assert "acme" in state.guard.parts.indexes.loaded()
-        store = state.traces.get("acme")
+        assert "acme" in deps.guard.parts.indexes.loaded()
+        store = deps.traces.get("acme")
         assert store.count() >= 0
     assert not state.ready
-    assert state.guard.parts.indexes.loaded() == []
+    assert deps.guard.parts.indexes.loaded() == []
     with pytest.raises(IndexStoreError, match="closed database"):  # the cached index's
         index.documents()
     with pytest.raises(sqlite3.ProgrammingError):  # so is the tenant's trace store
@@ -42,7 +43,7 @@ async def test_startup_failure_still_closes_what_was_opened(
     policies_dir: Path, tmp_path: Path
 ) -> None:
     """The policy watcher started before the models load; a load failure stops it again."""
-    app = create_app(Settings(policies=policies_dir, data=tmp_path, embedder="no-such"))
+    app = build_app(Settings(policies=policies_dir, data=tmp_path, embedder="no-such"))
     state: AppState = app.state.gp
     with pytest.raises(ModelLoadError, match="no-such"):
         async with app.router.lifespan_context(app):
@@ -62,7 +63,7 @@ def _requests(metrics: Metrics, tenant: str, route: str, status: str) -> float:
 async def test_list_documents_binds_the_tenant(policies_dir: Path, data_dir: Path) -> None:
     """``GET /v1/groundproxy/documents`` used to skip the tenant binding: its requests were
     counted (and logged) as tenant ``-``."""
-    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    app = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     route = route_label("/v1/groundproxy/documents")
     before = _requests(app.state.gp.metrics, "acme", route, "200")
     transport = httpx.ASGITransport(app=app)
@@ -92,7 +93,7 @@ async def test_startup_objects_are_frozen_and_collections_are_timed(
     is in /metrics; shutdown gives the objects back."""
     import gc
 
-    app = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    app = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     state: AppState = app.state.gp
     async with app.router.lifespan_context(app):
         assert gc.get_freeze_count() > 10_000  # the app, models and indexes at least

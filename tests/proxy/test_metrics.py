@@ -10,7 +10,7 @@ import pytest_asyncio
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.settings import Settings
 from tests.conftest import ADMIN_KEYS, KEYS
@@ -18,7 +18,7 @@ from tests.conftest import ADMIN_KEYS, KEYS
 
 @pytest_asyncio.fixture(scope="module")
 async def app(policies_dir: Path, data_dir: Path) -> AsyncIterator[FastAPI]:
-    application = create_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
+    application = build_app(Settings(policies=policies_dir, data=data_dir, watch_policies=False))
     async with application.router.lifespan_context(application):
         yield application
 
@@ -91,7 +91,7 @@ async def test_metrics_not_exposed_to_tenant_keys_from_outside(app: FastAPI) -> 
 
 
 async def test_metrics_public_when_configured(policies_dir: Path, data_dir: Path) -> None:
-    application = create_app(
+    application = build_app(
         Settings(policies=policies_dir, data=data_dir, watch_policies=False, metrics_public=True)
     )
     async with (
@@ -114,7 +114,11 @@ def test_cache_stats_are_read_at_scrape_time() -> None:
     metrics.register_cache("test-cache", lambda: cache)
     cache.hits, cache.misses = 3, 1
     text = metrics.render().decode()
-    assert value(text, "groundproxy_cache_hits", cache="test-cache") == 3
+    # counters (rate() applies), named with _total; before: gauges named without it
+    assert value(text, "groundproxy_cache_hits_total", cache="test-cache") == 3
+    assert value(text, "groundproxy_cache_misses_total", cache="test-cache") == 1
+    assert "# TYPE groundproxy_cache_hits_total counter" in text
+    assert "# TYPE groundproxy_cache_misses_total counter" in text
     assert value(text, "groundproxy_cache_hit_ratio", cache="test-cache") == 0.75
     assert value(text, "groundproxy_cache_entries", cache="test-cache") == 7
     metrics.observe_batch(5)

@@ -18,7 +18,7 @@ import pytest_asyncio
 import yaml
 from fastapi import FastAPI
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import KEYS, _policy, share_index
 from tests.proxy.test_metrics import value
@@ -49,7 +49,7 @@ async def app(
     share_index(specs)
     for tenant, spec in specs.items():
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    application = create_app(Settings(policies=policies, data=data_dir, watch_policies=False))
+    application = build_app(Settings(policies=policies, data=data_dir, watch_policies=False))
     async with application.router.lifespan_context(application):
         yield application
 

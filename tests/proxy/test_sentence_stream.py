@@ -11,7 +11,7 @@ import httpx
 import pytest_asyncio
 import structlog
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from tests.conftest import KEYS
 
@@ -24,7 +24,7 @@ async def client(policies_dir: Path, data_dir: Path) -> AsyncIterator[httpx.Asyn
     # closed) stderr; log to whatever stdout is current instead.
     structlog.reset_defaults()
     settings = Settings(policies=policies_dir, data=data_dir, watch_policies=False)
-    app = create_app(settings)
+    app = build_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 from groundproxy.policies.schema import TracesPolicy
-from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.storage.sqlite_traces import TraceStep, TraceStores
 
 
 def report(text: str) -> GuardReport:
@@ -24,13 +24,15 @@ def test_retention_and_max_nodes(tmp_path: Path) -> None:
     now = 1_000_000.0
     for i in range(5):
         store.record(
-            step_id=f"st_{i:016x}",
-            trace_id="t",
-            parents=[],
-            request_id="r",
-            policy_id="acme@1",
-            question="q?",
-            context=[("user", "secret ctx")],
+            TraceStep(
+                step_id=f"st_{i:016x}",
+                trace_id="t",
+                parents=[],
+                request_id="r",
+                policy_id="acme@1",
+                question="q?",
+                context=[("user", "secret ctx")],
+            ),
             report=report(f"claim {i}."),
             settings=settings,
             now=now + i,
@@ -57,13 +59,15 @@ def test_step_without_trace_joins_first_parent(tmp_path: Path) -> None:
     s = TracesPolicy()
     assert (
         store.record(
-            step_id="st_" + "a" * 16,
-            trace_id=None,
-            parents=[],
-            request_id="",
-            policy_id="p",
-            question=None,
-            context=[],
+            TraceStep(
+                step_id="st_" + "a" * 16,
+                trace_id=None,
+                parents=[],
+                request_id="",
+                policy_id="p",
+                question=None,
+                context=[],
+            ),
             report=report("x."),
             settings=s,
         )
@@ -71,13 +75,15 @@ def test_step_without_trace_joins_first_parent(tmp_path: Path) -> None:
     )
     assert (
         store.record(
-            step_id="st_" + "b" * 16,
-            trace_id=None,
-            parents=["st_" + "a" * 16],
-            request_id="",
-            policy_id="p",
-            question=None,
-            context=[],
+            TraceStep(
+                step_id="st_" + "b" * 16,
+                trace_id=None,
+                parents=["st_" + "a" * 16],
+                request_id="",
+                policy_id="p",
+                question=None,
+                context=[],
+            ),
             report=report("y."),
             settings=s,
         )

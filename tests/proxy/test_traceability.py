@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.calibration import write_calibration
 from groundproxy.testing.processes import free_port, start_fake_upstream, stop_process
@@ -101,7 +101,7 @@ async def tclient(
         data=trace_data(root, embedder),
         watch_policies=False,
     )
-    app = create_app(settings)
+    app = build_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:

@@ -15,10 +15,12 @@ import yaml
 
 from groundproxy.errors import BadRequestError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
-from groundproxy.proxy.app import create_app
+from groundproxy.proxy.app import build_app
+from groundproxy.proxy.deps import build_deps
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.upstream.client import Upstream, UpstreamClient
 from groundproxy.proxy.upstream.types import ChunkStream, Completion, collect, parse_chunk
+from groundproxy.testing.clock import FakeClock
 from groundproxy.testing.fake_upstream_client import FakeUpstream
 from tests.conftest import KEYS, _policy, share_index_files
 
@@ -63,7 +65,7 @@ async def test_one_parser_collects_text_tool_calls_logprobs_and_fingerprint() ->
     )
     assert choice.tool_calls == [{"id": "call_1", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Paris"}'}}]  # fmt: skip
-    assert choice.logprobs == {"content": [{"token": "It", "logprob": -0.1}]}
+    assert choice.logprobs == {"content": [{"token": "It", "logprob": -0.1}], "refusal": None}
     assert done.system_fingerprint == "fp_1" and done.usage and done.usage["total_tokens"] == 5
     # the body the client gets: id/created/model of the first chunk, the text, the tool
     # calls, the logprobs, the finish reason, the fingerprint, the usage
@@ -72,7 +74,9 @@ async def test_one_parser_collects_text_tool_calls_logprobs_and_fingerprint() ->
         "system_fingerprint": "fp_1",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "It is warm.",
                                              "tool_calls": choice.tool_calls},
-                     "logprobs": {"content": [{"token": "It", "logprob": -0.1}]},
+                     # refusal: required by the spec (nullable), absent from the chunks
+                     "logprobs": {"content": [{"token": "It", "logprob": -0.1}],
+                                  "refusal": None},
                      "finish_reason": "tool_calls"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }  # fmt: skip
@@ -170,10 +174,10 @@ async def test_the_app_serves_through_an_injected_fake(tmp_path: Path, data_dir:
         pol = _policy(tenant, 9, retrieval={"index": "acme"}, **extra)  # port 9: never used
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(pol), encoding="utf-8")
     share_index_files(policies)  # both tenants read acme's index
-    app = create_app(Settings(policies=policies, data=data_dir, watch_policies=False))
+    settings = Settings(policies=policies, data=data_dir, watch_policies=False)
     fake = FakeUpstream([{"match": "warranty", "answer": "The warranty lasts 24 months."}])
+    app = build_app(settings, build_deps(settings).replace(upstream=fake))
     async with app.router.lifespan_context(app):
-        app.state.gp.upstream = fake
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
             body = {"model": "gpt-4o-mini", "messages": MESSAGES}
@@ -196,3 +200,32 @@ async def test_the_app_serves_through_an_injected_fake(tmp_path: Path, data_dir:
             assert "12 months" in streamed.text
     assert [c.stream for c in fake.calls] == [False, True]
     assert fake.calls[0].model == "openai/gpt-4o-mini"
+
+
+async def test_deps_are_replaced_whole_upstream_and_clock(tmp_path: Path, data_dir: Path) -> None:
+    """build_app(settings, deps): the injected upstream answers and the injected clock
+    times the guard (each clock read moves it 0.25 s: the guard's latency is 250 ms)."""
+    structlog.reset_defaults()
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    pol = _policy("acme", 9, retrieval={"index": "acme"})  # port 9: never used
+    (policies / "acme.yaml").write_text(yaml.safe_dump(pol), encoding="utf-8")
+    settings = Settings(policies=policies, data=data_dir, watch_policies=False)
+    fake = FakeUpstream(RULES)
+    clock = FakeClock(step=0.25)
+    deps = build_deps(settings).replace(upstream=fake, clock=clock)
+    app = build_app(settings, deps)
+    assert app.state.gp.metrics is deps.metrics  # one metrics object: the guard's and /metrics
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gp", timeout=60) as c:
+            resp = await c.post(
+                "/v1/chat/completions",
+                json={"model": "gpt-4o-mini", "messages": MESSAGES},
+                headers={"authorization": f"Bearer {KEYS['acme']}"},
+            )
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-groundproxy-latency-ms"] == "250"
+    assert resp.json()["groundproxy"]["latency_ms"] == 250.0
+    assert clock.reads == 2
+    assert [c.model for c in fake.calls] == ["openai/gpt-4o-mini"]

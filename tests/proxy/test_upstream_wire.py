@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from groundproxy.errors import GroundproxyError, UpstreamError
+from groundproxy.errors import GroundproxyError, NotFoundError, UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.errors import http_error
 from groundproxy.proxy.forwarding import _FORWARDED
@@ -118,7 +118,7 @@ async def test_wire_timeout_unreachable_and_key_redaction(upstream_port: int) ->
         assert http_error(err)[::2] == (502, "upstream_unreachable")
         keyed = _policy(upstream_port, "openai", api_key_env="GP_WIRE_TEST_KEY")
         err = await _error(client, keyed, "echo-key", False)
-        assert http_error(err).status == 502 and "HTTP 401" in err.message
+        assert http_error(err).status == 401 and "HTTP 401" in err.message
         assert "sk-wire-secret" not in err.message
     finally:
         del os.environ["GP_WIRE_TEST_KEY"]
@@ -170,11 +170,14 @@ def test_status_mapping_and_model_names() -> None:
     assert wire_model("openai/gpt-4o") == "gpt-4o"
     assert wire_model("text-completion-openai/gpt-3.5") == "gpt-3.5"
     assert wire_model("llama3") == "llama3"
-    err = status_error(404, b'{"error": {"message": "no such model."}}', httpx.Headers())
-    assert isinstance(err, UpstreamError)
-    assert (http_error(err).status, err.message) == (
-        502, "The upstream model provider returned HTTP 404: no such model.",
+    body = b'{"error": {"message": "no such model.", "code": "model_not_found"}}'
+    err = status_error(404, body, httpx.Headers())
+    assert isinstance(err, NotFoundError)  # a 4xx keeps its status (and a plain code)
+    assert (http_error(err).status, http_error(err).code, err.message) == (
+        404, "model_not_found", "The upstream model provider answered HTTP 404: no such model.",
     )  # fmt: skip
+    err = status_error(500, b'{"error": {"message": "boom"}}', httpx.Headers())
+    assert isinstance(err, UpstreamError) and http_error(err).status == 502
     plain = status_error(429, b"slow down", httpx.Headers({"retry-after": " 3 "}))
     assert (http_error(plain).status, plain.retry_after) == (429, "3")
     assert "slow down" in plain.message

@@ -6,6 +6,7 @@ import pytest
 
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.embedder import load_embedder
+from groundproxy.testing.embedders import HASHING
 
 
 @pytest.fixture(scope="session")
@@ -17,4 +18,4 @@ def minilm() -> Embedder:
 @pytest.fixture(scope="session")
 def hashing() -> Embedder:
     """A fast lexical embedder for storage tests that don't need semantics."""
-    return load_embedder("hashing")
+    return load_embedder(HASHING)

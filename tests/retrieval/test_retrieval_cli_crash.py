@@ -22,6 +22,7 @@ import pytest
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.readers import read_documents
 from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
+from groundproxy.testing.embedders import HASHING
 
 # real processes, real model exports or many real-model requests: `make test` runs these,
 # the working lane (`make fast`, -m "not slow") skips them
@@ -42,7 +43,8 @@ def _text(i: int, round_: int) -> str:
 
 
 def _cli(data: Path, src: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "GROUNDPROXY_EMBEDDER": "hashing", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "GROUNDPROXY_EMBEDDER": HASHING, "PYTHONPATH": path}
     return subprocess.Popen(
         [
             sys.executable,

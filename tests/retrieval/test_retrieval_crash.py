@@ -34,7 +34,8 @@ from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.tenant_index import IndexWriter
 sys.path.insert(0, sys.argv[2])
 from tests.retrieval.test_retrieval_crash import expected_docs
-data, embedder = Path(sys.argv[1]), load_embedder("hashing")
+data = Path(sys.argv[1])
+embedder = load_embedder("groundproxy.testing.embedders:HashingEmbedder")
 print("started", flush=True)
 while True:
     with IndexWriter(data, "acme", embedder) as writer:
@@ -85,7 +86,8 @@ def test_sigkill_at_random_points(tmp_path: Path, hashing: Embedder) -> None:
             writer.upsert(doc_id, text)
         assert writer.commit() == 1
     rng = random.Random(1234)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     versions = [1]
     for _ in range(5):
         child = subprocess.Popen(

@@ -11,9 +11,9 @@ import pytest
 from groundproxy.errors import IndexStoreError
 from groundproxy.guards.types import Embedder
 from groundproxy.retrieval.chunk_store import ChunkStore
-from groundproxy.retrieval.hashing_embedder import HashingEmbedder
 from groundproxy.retrieval.ingest import ingest_texts
 from groundproxy.retrieval.tenant_index import IndexWriter, TenantIndex
+from groundproxy.testing.embedders import HashingEmbedder
 from tests.retrieval.helpers import CountingEmbedder
 
 DOCS = [

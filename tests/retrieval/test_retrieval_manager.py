@@ -22,7 +22,7 @@ from pathlib import Path
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.ingest import ingest_texts
 result = ingest_texts(Path(sys.argv[1]), "acme", [("new.txt", "Freshly ingested zebra facts.")],
-                      load_embedder("hashing"))
+                      load_embedder("groundproxy.testing.embedders:HashingEmbedder"))
 print(result.version)
 """
 

@@ -110,8 +110,8 @@ def test_new_indexes_are_built_with_the_configured_effort(
     import hnswlib
 
     from groundproxy.retrieval.generations import INDEX_FILE, read_current
-    from groundproxy.retrieval.hashing_embedder import HashingEmbedder
     from groundproxy.retrieval.ingest import ingest_texts
+    from groundproxy.testing.embedders import HashingEmbedder
 
     def built(tenant: str) -> tuple[int, int]:
         pointer = read_current(tmp_path / tenant, tenant)

@@ -17,6 +17,7 @@ from groundproxy.retrieval.pg_index import PgIndexManager, _search_sql, vector_l
 from groundproxy.retrieval.pg_pool import PgPool
 from groundproxy.retrieval.pg_schema import LATEST, migrate
 from groundproxy.retrieval.pg_writer import PgIndexWriter
+from groundproxy.testing.embedders import HASHING
 
 # real processes, real model exports or many real-model requests: `make test` runs these,
 # the working lane (`make fast`, -m "not slow") skips them
@@ -27,7 +28,7 @@ RETURNS = "Unused items can be returned within 30 days for a full refund."
 
 
 def test_ingest_search_and_lookups(storage: PostgresStorage) -> None:
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     result = ingest_texts(
         storage, "acme", [("warranty.md", WARRANTY), ("returns.md", RETURNS)], emb
     )
@@ -51,7 +52,7 @@ def test_ingest_search_and_lookups(storage: PostgresStorage) -> None:
 
 
 def test_tenants_never_read_each_other(storage: PostgresStorage) -> None:
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     ingest_texts(storage, "alpha", [("secret.md", "Alpha's launch code is 4471.")], emb)
     ingest_texts(storage, "beta", [("public.md", "Beta sells garden tools.")], emb)
     beta = storage.indexes(emb).get("beta")
@@ -65,7 +66,7 @@ def test_tenants_never_read_each_other(storage: PostgresStorage) -> None:
 
 
 def test_uncommitted_ingest_is_invisible_and_rolls_back(storage: PostgresStorage) -> None:
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     ingest_texts(storage, "acme", [("warranty.md", WARRANTY)], emb)
     manager = storage.indexes(emb)
     with PgIndexWriter(storage.pool, "acme", emb) as writer:
@@ -82,7 +83,7 @@ def test_uncommitted_ingest_is_invisible_and_rolls_back(storage: PostgresStorage
 
 
 def test_embedder_mismatch_is_refused(storage: PostgresStorage) -> None:
-    ingest_texts(storage, "acme", [("warranty.md", WARRANTY)], load_embedder("hashing"))
+    ingest_texts(storage, "acme", [("warranty.md", WARRANTY)], load_embedder(HASHING))
 
     class Other:
         dim = 8
@@ -98,7 +99,7 @@ def test_embedder_mismatch_is_refused(storage: PostgresStorage) -> None:
 def test_replica_sees_commit_within_one_poll_interval(
     storage: PostgresStorage, pg_dsn: str
 ) -> None:
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     other = PgPool(pg_dsn)  # a second replica: its own pool and cache
     try:
         replica = PgIndexManager(other, emb, check_interval=0.3)
@@ -125,7 +126,7 @@ def test_migrations_are_idempotent_and_versioned(pg_dsn: str) -> None:
 def test_search_runs_through_the_hnsw_index(storage: PostgresStorage) -> None:
     """The search statement itself, run (EXPLAIN ANALYZE) on ingested rows, goes through the
     partial HNSW (cosine) index, and its nearest row is the right one."""
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     ingest_texts(storage, "acme", [("warranty.md", WARRANTY), ("returns.md", RETURNS)], emb)
     query = emb.encode(["How long does the X200 warranty last?"])
     params = {"queries": [vector_literal(query[0])], "tenant": "acme", "k": 2}
@@ -150,7 +151,7 @@ def test_search_runs_through_the_hnsw_index(storage: PostgresStorage) -> None:
 
 def test_tiny_vector_components_are_stored_and_searched(storage: PostgresStorage) -> None:
     """Subnormal float32 components (1e-45) would be "out of range" for PostgreSQL."""
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     ingest_texts(storage, "acme", [("warranty.md", WARRANTY)], emb)
     query = emb.encode(["warranty months"]).copy()
     query[0, :8] = np.float32(1e-45)

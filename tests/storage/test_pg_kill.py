@@ -16,6 +16,7 @@ import pytest
 from groundproxy.proxy.storage.backends import PostgresStorage, ingest_texts
 from groundproxy.retrieval.embedder import load_embedder
 from groundproxy.retrieval.pg_schema import TENANT_LOCK_CLASS
+from groundproxy.testing.embedders import HASHING
 
 # real processes, real model exports or many real-model requests: `make test` runs these,
 # the working lane (`make fast`, -m "not slow") skips them
@@ -33,7 +34,7 @@ def _writer_holds_lock(dsn: str) -> bool:
 
 
 def test_killed_ingest_leaves_previous_version(pg_dsn: str, tmp_path: Path) -> None:
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     storage = PostgresStorage(pg_dsn)
     storage.start()
     ingest_texts(storage, "acme", [("keep.md", "The warranty lasts 12 months.")], emb)
@@ -41,7 +42,7 @@ def test_killed_ingest_leaves_previous_version(pg_dsn: str, tmp_path: Path) -> N
     docs.mkdir()
     for i in range(3000):
         (docs / f"d{i:04d}.md").write_text(f"Document {i} says item {i} costs {i} euros. " * 20)
-    env = {**os.environ, "GROUNDPROXY_DATABASE_URL": pg_dsn, "GROUNDPROXY_EMBEDDER": "hashing"}
+    env = {**os.environ, "GROUNDPROXY_DATABASE_URL": pg_dsn, "GROUNDPROXY_EMBEDDER": HASHING}
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -14,6 +14,7 @@ from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 from groundproxy.retrieval.pg_index import PgTenantIndex
 from groundproxy.retrieval.pg_writer import PgIndexWriter
 from groundproxy.retrieval.sentence_vectors import chunk_sentences
+from groundproxy.testing.embedders import HASHING
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +101,7 @@ def test_without_token_states_and_rolled_back(
 
 
 def test_the_hashing_embedder_stores_none(storage: PostgresStorage) -> None:
-    emb = load_embedder("hashing")
+    emb = load_embedder(HASHING)
     ingest_texts(storage, "acme", [("faq.md", FAQ)], emb)
     assert storage.indexes(emb).refresh("acme").sentences is None  # type: ignore[attr-defined]
     assert _rows(storage, "acme") == 0

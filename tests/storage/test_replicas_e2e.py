@@ -194,3 +194,39 @@ def test_labels_on_both_replicas_fit_one_adapter_served_by_both(
         assert adapter["decision"] == "accept" and gp["action"] == "none"
         wrong = _check(url, WRONG.format(n=77), 77)["adapter"]
         assert isinstance(wrong, dict) and wrong["decision"] == "reject"
+
+
+def _last_label() -> dict[str, object]:
+    import psycopg
+
+    with psycopg.connect(str(SHARED["dsn"])) as conn:
+        row = conn.execute(
+            "SELECT record FROM gp_feedback WHERE tenant = 'team' ORDER BY created DESC LIMIT 1"
+        ).fetchone()
+    assert row is not None
+    return dict(row[0])
+
+
+def test_a_label_by_request_id_binds_once_across_replicas(replicas: tuple[str, str]) -> None:
+    """Issue 32: a label by request id, posted to the other replica, lands on the one answer
+    with that id; once a second answer carries the id it is ambiguous (409) and the step id
+    (the server's own) still names the first."""
+    one, two = replicas
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    rid = {"x-request-id": "rid-pg-shared-7"}
+    first = _chat(one, [{"role": "user", "content": "Can I get a refund?"}], rid)
+    step = first.headers["x-groundproxy-step-id"]
+
+    def label(body: dict[str, str]) -> httpx.Response:
+        return httpx.post(f"{two}/v1/groundproxy/feedback", json=body, headers=admin, timeout=60)
+
+    r = label({"request_id": "rid-pg-shared-7", "label": "supported"})
+    assert r.status_code == 200, r.text
+    assert _last_label()["step_id"] == step
+    _chat(two, [{"role": "user", "content": "Anything else?"}], rid)  # the same id again
+    r = label({"request_id": "rid-pg-shared-7", "label": "hallucinated"})
+    assert r.status_code == 409 and r.json()["error"]["param"] == "request_id", r.text
+    r = label({"step_id": step, "label": "hallucinated"})
+    assert r.status_code == 200, r.text
+    last = _last_label()
+    assert last["step_id"] == step and last["answer"] == REFUND, last

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from groundproxy.guards.decide import model_threshold
 from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
-from groundproxy.proxy.cli.evaluate import evaluate, sample_rows
+from groundproxy.proxy.cli.evaluate import EvalJob, evaluate, sample_rows
 from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
 
@@ -77,7 +77,7 @@ def test_an_answer_without_claims_is_not_hallucinated_anywhere(
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    result = evaluate(path, "lexical", "context", None, log=lambda s: None)
+    result = evaluate(EvalJob(path, "lexical", "context", None), log=lambda s: None)
     assert result["balanced_accuracy"] == 1.0
 
 

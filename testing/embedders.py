@@ -1,7 +1,10 @@
-"""A dependency-free lexical embedder (feature hashing of words and bigrams).
+"""A fake :class:`~groundproxy.guards.types.Embedder`: feature hashing of words and bigrams.
 
-It is no semantic model: use it in tests, demos and benchmarks of the storage layer
-where loading torch would cost seconds. Deterministic across processes.
+It is no semantic model: use it in tests and benchmarks of the storage layer where loading
+a model would cost seconds. Deterministic across processes. A ``groundproxy serve`` or
+``ingest`` process uses it when told by its import path, :data:`HASHING`
+(``GROUNDPROXY_EMBEDDER=groundproxy.testing.embedders:HashingEmbedder``); the runtime
+itself never imports this package.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import numpy as np
 import numpy.typing as npt
 
 _WORD_RE = re.compile(r"\w+")
+
+#: The import path that selects :class:`HashingEmbedder` (``Settings.embedder``,
+#: ``GROUNDPROXY_EMBEDDER``, ``load_embedder``).
+HASHING = "groundproxy.testing.embedders:HashingEmbedder"
 
 
 class HashingEmbedder:

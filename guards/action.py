@@ -1,0 +1,358 @@
+"""The action: what the policy does with an answer, given its claims' verdicts.
+
+In: the claims' verdicts (:mod:`guards.decide`, under :func:`guards.stages.decide`), the
+tenant's policy, and — when one is in force — an answer-level adapter
+(:mod:`guards.adapter`); or, instead of verdicts, the fact that the guard could not run.
+Out: the answer action (``none`` / ``annotate`` / ``flag`` / ``rewrite`` / ``block`` /
+``unverified``, header ``x-groundproxy-action``), each claim's action and the returned
+text (edited by :mod:`guards.rewrite`). Everything that chooses between them is in this
+module, in the order below; the first row that applies decides.
+
+====  =========================================  ===========  ============================
+row   situation                                  answer       claims → returned text
+====  =========================================  ===========  ============================
+1     guard off (``guard: false``)               unverified   unverified → as written
+2     guard failed, ran past                     unverified   unverified → as written
+      ``latency_budget_ms`` or was shed;
+      ``on_guard_error: annotate``
+3     the same, ``on_guard_error: block``        block        unverified → refusal
+4     adapter in force accepts                   none (or     supported kept, the others
+      (P(hallucinated) ≤ its threshold)          the rule     annotated → as written +
+                                                 claims'      citations; no trust floor;
+                                                 action)      a claim a value rule
+                                                              contradicted keeps the
+                                                              policy's action (issue 29)
+5     adapter rejects                            rows 6–10    an all-supported answer's
+                                                              weakest claim made
+                                                              ``unverifiable`` first
+6     every claim supported (or no claim)        none         kept → citations added
+7     a non-supported claim whose verdict's      block        blocked → refusal
+      policy action (``actions.contradicted``
+      / ``actions.unverifiable``) is block
+8     otherwise the strongest such action:       rewrite,     rewrite: corrected (a
+      rewrite > flag > annotate                  flag or      contradicted claim with a
+                                                 annotate     rule correction) or removed;
+                                                              flag: flagged (marker);
+                                                              annotate: annotated
+9     row 8 removed every claim                  block        blocked → refusal
+10    trust floor: T of the returned text <      block        blocked → refusal
+      ``actions.block_below_trust`` AND a
+      claim is contradicted
+11    the answer ran past ``max_answer_chars``:  unverified   the head as rows 4–10, the
+      its tail is not verified                   (block       tail appended (block:
+                                                 under row 3) withheld, refusal appended)
+====  =========================================  ===========  ============================
+
+Row 10 judges what the client would get (an answer whose one wrong value was corrected is
+not blocked for the value it no longer states) and needs evidence *against* the answer: a
+low T made only of unverifiable claims is what ``actions.unverifiable`` handles; blocking
+it hides right answers the evidence merely fails to cover (on HaluEval, context mode, an
+unconditional floor blocked 30% of the correct answers; bench/rewrite.py).
+
+A streamed answer (``stream: sentence``, :mod:`guards.streamed`) goes through the same
+rows per piece (:class:`Segment`): row 9 removes the piece instead (the rest may stand)
+and blocks at the stream's end only when every claim of the answer was removed; row 10
+judges the answer so far. A ``block`` cannot recall what was sent: the rest is withheld
+and the refusal sent in its place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from groundproxy.errors import GroundproxyError
+from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter_features import answer_features
+from groundproxy.guards.decide import rendered_trust, trust_score
+from groundproxy.guards.failures import DISABLED, unverified_report
+from groundproxy.guards.rewrite import Cited, rewrite_text
+from groundproxy.guards.sentences import Stop
+from groundproxy.guards.stages import Verified, decide
+from groundproxy.guards.types import (
+    ActionName,
+    AnswerAction,
+    ClaimAction,
+    ClaimResult,
+    GuardReport,
+    Verdict,
+)
+from groundproxy.policies.schema import Policy
+
+# How strong an answer action is; a streamed answer keeps the strongest of its pieces'.
+STRENGTH: dict[AnswerAction, int] = {
+    "none": 0, "annotate": 1, "flag": 2, "rewrite": 3, "unverified": 4, "block": 5
+}  # fmt: skip
+
+
+def stronger(a: AnswerAction, b: AnswerAction) -> AnswerAction:
+    """The stronger of two answer actions (:data:`STRENGTH`)."""
+    return b if STRENGTH[b] > STRENGTH[a] else a
+
+
+# --- rows 6-8: per claim, then per answer -------------------------------------------------
+
+
+def verdict_action(verdict: Verdict, policy: Policy) -> ActionName | None:
+    """What the policy does to a claim with this verdict (None for supported)."""
+    if verdict == "contradicted":
+        return policy.actions.contradicted
+    if verdict == "unverifiable":
+        return policy.actions.unverifiable
+    return None
+
+
+# a claim's action when not the policy's for its verdict (an accepting adapter: apply_adapted)
+ActFn = Callable[[ClaimResult], ActionName | None]
+
+
+def _used(r: ClaimResult, policy: Policy, act: ActFn | None) -> ActionName | None:
+    return act(r) if act else verdict_action(r.verdict, policy)
+
+
+def answer_action(
+    results: Sequence[ClaimResult], policy: Policy, act: ActFn | None = None
+) -> AnswerAction:
+    """Rows 6-8: ``block`` when any claim's action is block, else the strongest used."""
+    action: AnswerAction = "none"
+    for r in results:
+        used = _used(r, policy, act)
+        if used is not None:
+            action = stronger(action, used)
+    return action
+
+
+def claim_action(r: ClaimResult, policy: Policy, act: ActFn | None = None) -> ClaimAction:
+    """Row 8 for one claim of an answer that is not blocked."""
+    used = _used(r, policy, act)
+    if used is None:
+        return "kept"
+    if used == "rewrite":
+        return "corrected" if r.verdict == "contradicted" and r.correction else "removed"
+    return "flagged" if used == "flag" else "annotated"
+
+
+# --- rows 7-9: the returned text ------------------------------------------------------------
+
+
+@dataclass
+class Rendered:
+    text: str
+    trust: float | None  # T of the returned text; None when blocked
+    action: AnswerAction
+    blocked: bool
+
+
+def refuse(results: Sequence[ClaimResult], policy: Policy) -> Rendered:
+    """A blocked answer: the refusal, every claim ``blocked``."""
+    for r in results:
+        r.action = "blocked"
+    return Rendered(policy.actions.refusal, None, "block", True)
+
+
+def every_claim_removed(results: Sequence[ClaimResult]) -> bool:
+    """Row 9: nothing the answer asserted is left (an empty answer helps nobody)."""
+    return bool(results) and all(r.action == "removed" for r in results)
+
+
+def render(
+    answer: str,
+    results: Sequence[ClaimResult],
+    policy: Policy,
+    action: AnswerAction,
+    *,
+    segment: Segment | None = None,
+    act: ActFn | None = None,
+) -> Rendered:
+    """The text for ``action``; sets each ``ClaimResult.action``. ``segment``: one piece of
+    a streamed answer (citation numbers continue in ``segment.cited``, no "Sources:" block,
+    a piece whose claims are all removed is removed, not blocked); ``act``: each claim's
+    action when not the policy's for its verdict."""
+    if action == "block":
+        return refuse(results, policy)
+    for r in results:
+        r.action = claim_action(r, policy, act)
+    if every_claim_removed(results) and segment is None:
+        return refuse(results, policy)
+    cited = None if segment is None else segment.cited
+    text = rewrite_text(answer, results, policy, cited=cited, segment=segment is not None)
+    return Rendered(text, rendered_trust(results), action, False)
+
+
+# --- row 10: the trust floor ---------------------------------------------------------------
+
+
+def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: float) -> bool:
+    """Does the trust floor block this answer? (T of the returned text, and a
+    contradicted claim among the results; see the module docstring.)"""
+    contradicted = any(r.verdict == "contradicted" for r in results)
+    return contradicted and returned_trust < policy.actions.block_below_trust
+
+
+# --- rows 6-11 together: stage 2 ---------------------------------------------------------
+
+
+@dataclass
+class Segment:
+    """Where a streamed piece stands in its answer (``stream: sentence``): citation
+    numbers continue in ``cited``; ``prior`` holds the claims already sent (the trust
+    floor judges the answer so far)."""
+
+    cited: Cited = field(default_factory=dict)
+    prior: Sequence[ClaimResult] = ()
+
+
+def apply(
+    verified: Verified,
+    policy: Policy,
+    segment: Segment | None = None,
+    *,
+    results: list[ClaimResult] | None = None,
+    act: ActFn | None = None,
+) -> GuardReport:
+    """Stage 2: verdicts, answer action, the returned text, trust and the trust floor.
+
+    With ``segment`` the answer is one piece of a streamed answer: the text carries no
+    "Sources:" block, a piece whose claims are all removed is removed (not blocked), and
+    the trust floor judges ``segment.prior`` plus this piece. ``blocked`` then means the
+    stream must stop here; the claims keep the actions the piece's rendering gave them.
+    ``results``: verdicts already decided (:func:`apply_adapted`); ``act``: each claim's
+    action when not the policy's for its verdict (:func:`apply_adapted`).
+    """
+    started = time.perf_counter()
+    results = decide(verified, policy) if results is None else results
+    action = answer_action(results, policy, act)
+    answer = verified.answer
+    if segment is None:
+        rendered = render(answer, results, policy, action, act=act)
+        if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
+            rendered = refuse(results, policy)
+    elif action == "block":
+        rendered = refuse(results, policy)
+    else:
+        rendered = render(answer, results, policy, action, segment=segment, act=act)
+        so_far = [*segment.prior, *results]
+        if below_floor(so_far, policy, rendered_trust(so_far)):
+            rendered.blocked = True
+            rendered.action = "block"
+    apply_ms = (time.perf_counter() - started) * 1000.0
+    report = GuardReport(
+        original=answer,
+        text=rendered.text,
+        claims=results,
+        trust=trust_score(results) if rendered.trust is None else rendered.trust,
+        action=rendered.action,
+        blocked=rendered.blocked,
+        latency_ms=verified.latency_ms + apply_ms,
+        verifier=verified.verifier,
+    )
+    return with_unverified_tail(report, verified.tail, policy) if verified.tail else report
+
+
+# --- rows 4-5: an answer-level adapter ---------------------------------------------------
+
+
+def _accepting(policy: Policy) -> Policy:
+    """``policy`` with every claim action ``annotate`` and no trust floor."""
+    actions = policy.actions.model_copy(
+        update={"contradicted": "annotate", "unverifiable": "annotate", "block_below_trust": 0.0}
+    )
+    return policy.model_copy(update={"actions": actions})
+
+
+def _ruled(verified: Verified, results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The claims a value rule contradicted (a wrong or denied value, a correction)."""
+    return [
+        r
+        for s, r in zip(verified.claims, results, strict=True)
+        if r.verdict == "contradicted" and (s.rule.mismatches or r.correction)
+    ]
+
+
+def apply_adapted(
+    verified: Verified,
+    policy: Policy,
+    adapter: Adapter,
+    alignment: Sequence[tuple[float, float, float]] | None = None,
+    logprobs: Sequence[tuple[float, float]] | None = None,
+) -> GuardReport:
+    """Stage 2 with the adapter's answer-level decision (rows 4-5); ``alignment``: each
+    claim's token alignment when :attr:`Adapter.uses_tokens`; ``logprobs``: each claim's
+    upstream logprobs (:func:`guards.logprobs.claim_logprobs`) when the answer came with
+    them."""
+    results = decide(verified, policy)
+    p = adapter.p_hallucinated(answer_features(verified, results, alignment, logprobs))
+    reject = p > adapter.threshold
+    if reject:
+        if results and all(r.verdict == "supported" for r in results):
+            weakest = min(results, key=lambda r: r.probs.supported)
+            weakest.verdict = "unverifiable"
+            weakest.explanation = (
+                f"{adapter.label} judges the answer unsupported "
+                f"(p={p:.2f} > {adapter.threshold:.2f}); this is its weakest claim"
+            )
+        report = apply(verified, policy, results=results)
+    else:
+        # accepted: the verifier's doubts are annotated only, but a value rule's verdict
+        # stands — an adapter never switches a correction off (issue 29)
+        ruled = {id(r) for r in _ruled(verified, results)}
+
+        def act(r: ClaimResult) -> ActionName | None:
+            if id(r) in ruled:
+                return verdict_action(r.verdict, policy)
+            return None if r.verdict == "supported" else "annotate"
+
+        report = apply(verified, _accepting(policy), results=results, act=act)
+        if not ruled:
+            report.action = "none"
+    report.adapter = {
+        "version": adapter.version,
+        "source": adapter.source,
+        "p_hallucinated": round(p, 4),
+        "threshold": round(adapter.threshold, 4),
+        "decision": "reject" if reject else "accept",
+    }
+    return report
+
+
+# --- rows 1-3 and 11: answers the guard did not verify ----------------------------------------
+
+
+def disabled_report(answer: str, policy: Policy, halt: Stop | None = None) -> GuardReport:
+    """Row 1: an answer of a tenant whose policy turns the guard off."""
+    return unverified_report(answer, policy, DISABLED, halt=halt)
+
+
+def failure_report(
+    answer: str, policy: Policy, exc: Exception, halt: Stop | None = None
+) -> GuardReport:
+    """Rows 2-3: the answer when guarding it failed with ``exc`` (a backend error, the
+    latency budget, shed under overload): unverified, or refused under
+    ``on_guard_error: block``."""
+    reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
+    report = unverified_report(answer, policy, reason, halt=halt)
+    if policy.on_guard_error == "block":
+        report.text = policy.actions.refusal
+        report.action = "block"
+        report.blocked = True
+    return report
+
+
+def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> GuardReport:
+    """Row 11: ``report`` of an answer's verified head, with the rest past
+    ``max_answer_chars``: appended and the answer marked unverified, or — under
+    ``on_guard_error: block`` — withheld, the refusal in its place (a block tenant never
+    gets unverified content)."""
+    report.original += tail
+    if report.blocked:
+        return report
+    report.unverified = True
+    if policy.on_guard_error == "block":
+        report.text += "\n\n" + policy.actions.refusal
+        report.action = "block"
+        report.blocked = True
+    else:
+        report.text += tail
+        report.action = "unverified"
+    return report
