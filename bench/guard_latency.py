@@ -9,7 +9,12 @@ serves nothing; a second pass repeats the same answers and gives the cache-hit f
 separately. Requests are interleaved (direct, plain, guarded) so machine noise hits all
 three alike. Prints p50/p90 latency and the guard's added time, per pass.
 
+``--verifiers a,b`` runs one guarded tenant per verifier (``verifier: {model: a}``, …) on the
+same answers, interleaved with the others, so verifiers compare side by side under the same
+machine load; each also gets its guard time per claim (header ÷ claims).
+
     .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300] [--index DIR]
+        [--verifiers embedhead,crossencoder]
 
 ``--index`` copies a tenant index folder built from the same documents (e.g. bench.guard_stages
 ``--data D`` → ``D/bench``) instead of ingesting them again.
@@ -64,7 +69,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--docs", type=int, default=300)
     ap.add_argument("--index", type=Path, default=None)
+    ap.add_argument("--verifiers", default="", help="one guarded tenant per verifier name")
     args = ap.parse_args()
+    verifiers = [v for v in args.verifiers.split(",") if v] or [None]
 
     from groundproxy.retrieval.embedder import load_embedder
     from groundproxy.retrieval.ingest import ingest_texts
@@ -87,25 +94,29 @@ def main() -> None:
         )
 
     up_port, gp_port = free_port(), free_port()
-    for tenant, guard in (("plain", False), ("guarded", True)):
+    guarded = {_tenant(v): v for v in verifiers}
+    tenants = ["plain", *guarded]
+    for tenant in tenants:
         policy: dict[str, Any] = {
             "tenant": tenant,
             "keys": [hash_key(f"key-{tenant}")],
-            "guard": guard,
+            "guard": tenant != "plain",
             "upstream": {"model": "openai/bench", "api_base": f"http://127.0.0.1:{up_port}/v1"},
             "retrieval": {
-                "index": "shared",  # both use one index: both say it is shared
-                "shared_with": ["guarded" if tenant == "plain" else "plain"],
+                "index": "shared",  # all use one index: all say it is shared
+                "shared_with": [t for t in tenants if t != tenant],
             },
             "latency_budget_ms": 10000,
         }
+        if guarded.get(tenant):
+            policy["verifier"] = {"model": guarded[tenant]}
         (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
     upstream = start_fake_upstream(up_port, script)
     proxy = start_proxy(gp_port, work / "policies", work / "data", timeout_s=600)
     passes: dict[str, Times] = {}
     try:
         with httpx.Client(timeout=30) as http:
-            targets = _targets(up_port, gp_port)
+            targets = _targets(up_port, gp_port, list(guarded))
             for name in ("distinct", "repeat (cache hits)"):
                 passes[name] = _pass(http, targets, [a.question for a in answers])
     finally:
@@ -119,18 +130,24 @@ Times = dict[str, list[float]]
 Targets = dict[str, tuple[str, dict[str, str]]]
 
 
-def _targets(up_port: int, gp_port: int) -> Targets:
+def _tenant(verifier: str | None) -> str:
+    return "guarded" if verifier is None else f"guarded-{verifier}"
+
+
+def _targets(up_port: int, gp_port: int, guarded: list[str]) -> Targets:
     gp = f"http://127.0.0.1:{gp_port}/v1/chat/completions"
-    return {
+    targets = {
         "direct": (f"http://127.0.0.1:{up_port}/v1/chat/completions", {}),
         "plain": (gp, {"authorization": "Bearer key-plain"}),
-        "guarded": (gp, {"authorization": "Bearer key-guarded"}),
     }
+    for tenant in guarded:
+        targets[tenant] = (gp, {"authorization": f"Bearer key-{tenant}"})
+    return targets
 
 
 def _pass(http: httpx.Client, targets: Targets, questions: list[str]) -> Times:
     """One request per question down every path (the first 5 rounds are warm-up)."""
-    times: Times = {"direct": [], "plain": [], "guarded": [], "guard time (header)": []}
+    times: Times = {name: [] for name in targets}
     for i, question in enumerate(questions):
         body = {"model": "bench", "messages": [{"role": "user", "content": question}]}
         for name, (url, headers) in targets.items():
@@ -141,27 +158,28 @@ def _pass(http: httpx.Client, targets: Targets, questions: list[str]) -> Times:
                 raise RuntimeError(f"{name}: {r.status_code} {r.text[:300]}")
             if i >= 5:  # warm-up excluded
                 times[name].append(dt)
-                if name == "guarded":
-                    times["guard time (header)"].append(
-                        float(r.headers["x-groundproxy-latency-ms"])
-                    )
-                    times.setdefault("claims", []).append(
-                        float(len(r.json()["groundproxy"]["claims"]))
-                    )
+                if name.startswith("guarded"):
+                    guard_ms = float(r.headers["x-groundproxy-latency-ms"])
+                    claims = len(r.json()["groundproxy"]["claims"])
+                    times.setdefault(f"{name} guard (header)", []).append(guard_ms)
+                    times.setdefault(f"{name} guard/claim", []).append(guard_ms / max(1, claims))
+                    times.setdefault("claims", []).append(float(claims))
     return times
 
 
 def _report(name: str, times: Times, n: int) -> None:
     claims = statistics.median(times.pop("claims", [0]))
     print(f"\n[{name}] {n} requests per path, interleaved; median {claims:.0f} claims/answer")
-    print(f"{'path':<22}{'p50 ms':>9}{'p90 ms':>9}")
+    print(f"{'path':<34}{'p50 ms':>9}{'p90 ms':>9}")
     for path, xs in times.items():
-        print(f"{path:<22}{statistics.median(xs):>9.1f}{_pct(xs, 90):>9.1f}")
-    added = [g - p for g, p in zip(times["guarded"], times["plain"], strict=True)]
-    print(f"{'guarded − plain':<22}{statistics.median(added):>9.1f}{_pct(added, 90):>9.1f}")
+        print(f"{path:<34}{statistics.median(xs):>9.1f}{_pct(xs, 90):>9.1f}")
+    for name in [t for t in times if t.startswith("guarded") and " " not in t]:
+        added = [g - p for g, p in zip(times[name], times["plain"], strict=True)]
+        label = f"{name} − plain"
+        print(f"{label:<34}{statistics.median(added):>9.1f}{_pct(added, 90):>9.1f}")
     proxy_cost = [p - d for p, d in zip(times["plain"], times["direct"], strict=True)]
     print(
-        f"{'plain − direct':<22}{statistics.median(proxy_cost):>9.1f}{_pct(proxy_cost, 90):>9.1f}"
+        f"{'plain − direct':<34}{statistics.median(proxy_cost):>9.1f}{_pct(proxy_cost, 90):>9.1f}"
     )
 
 

@@ -13,15 +13,18 @@ fits below re-run in seconds; the fingerprint covers the code that produces the 
 and the model files, not the aggregation / fitting code.
 
 ``learned`` is the zero-shot learned answer-level decision (policy ``verifier.decision:
-learned``: the combiner shipped in ``models/embedhead/answer-combiner.json``, fitted on
-``../shared/data/train`` only by ``models/train/answer_combiner.py``) on the same test rows.
+learned``: the default verifier's combiner shipped in ``models/<verifier>/answer-combiner.json``,
+fitted on ``../shared/data/train`` only by ``models/train/answer_combiner.py``) on the same
+test rows ("–" when it ships none).
 
 Then per seed and k: k rows are the tenant's labels, the test rows are the others (at most
 ``--test``), and balanced accuracy is reported on the same test rows for zero-shot,
 ``adapted-v1`` (the adapter as first shipped: 17 features, C = 1), ``adapted`` (what
 ``calibrate --fit`` writes now: :func:`groundproxy.proxy.cli.adapt.fit_combiner`, feature set
-and L2 strength chosen by cross-fitting on the k labels, cross-fitted balanced threshold)
-and lexical (mean ± sd over seeds).
+and L2 strength chosen by cross-fitting on the k labels, cross-fitted balanced threshold —
+or, when the whole fit's cross-fitted estimate does not beat the zero-shot decision on the
+k labels, the zero-shot decision itself: "kept" counts those seeds) and lexical (mean ± sd
+over seeds). ``--split train`` runs the same on ``../shared/data/train`` (to choose on).
 
     python -m bench.kshot --extract-only --pool 400          # fill the cache (slow)
     python -m bench.kshot --cached-only --pool 400 --out bench/results/kshot.txt
@@ -43,16 +46,17 @@ from typing import Any
 from bench.accuracy import lexical_scores
 from bench.needs_data import SHARED, require
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter import read_adapter
 from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
 from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
 from groundproxy.proxy.cli.adapt import Candidates, fit_combiner
 from groundproxy.proxy.offline import eval_policy, signals_of
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.adapters import shipped_decision
+from groundproxy.proxy.storage.adapters import SHIPPED, shipped_decision
 from groundproxy.proxy.storage.feedback import parse_labelled
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,10 +128,13 @@ def run_file(
     labels = [int(r["label_hallucinated"]) for r in rows]
     feats = [features_from_signals(s["signals"]) for s in scored]
     zero = [int(s["zero"]) for s in scored]
-    shipped = shipped_decision("embedhead")  # zero-shot, learned on ../shared/data/train
-    learned = [int(shipped.p_hallucinated(f) > shipped.threshold) for f in feats]
+    # zero-shot, learned on ../shared/data/train: the default verifier's shipped combiner
+    shipped = shipped_decision(DEFAULT_VERIFIER) if DEFAULT_VERIFIER in SHIPPED else None
+    learned = [int(shipped.p_hallucinated(f) > shipped.threshold) if shipped else 0 for f in feats]
     lexp = [int(p < 0.5) for p in lex]
     out: dict[str, Any] = {"file": path.stem, "pool": len(rows), "ms_per_row": 1000 * per_row_s}
+    kept: dict[str, int] = {}  # per k: seeds whose fit kept the zero-shot decision
+    out["kept_zero_shot"] = kept
     for k in ks:
         if len(rows) - k < 50:  # too few test rows left
             continue
@@ -140,16 +147,25 @@ def run_file(
             for name, options in VARIANTS.items():
                 try:
                     fit = fit_combiner(
-                        [feats[i] for i in tr], [labels[i] for i in tr], seed=seed, **options
+                        [feats[i] for i in tr],
+                        [labels[i] for i in tr],
+                        seed=seed,
+                        zero=[zero[i] for i in tr] if name == "adapted" else None,
+                        **options,
                     )
                 except BadRequestError as exc:  # too few of one label in k rows
                     print(f"  {path.stem} k={k} seed={seed}: {exc}", file=sys.stderr)
                     continue
-                ad = Adapter.from_dict({**fit, "version": 1, "verifier": "x"})
-                pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
+                ad = read_adapter({**fit, "version": 1, "verifier": "x"})
+                if ad is None:  # the fit kept the zero-shot decision
+                    kept[f"k{k}"] = kept.get(f"k{k}", 0) + 1
+                    pred = [zero[i] for i in te]
+                else:
+                    pred = [int(ad.p_hallucinated(feats[i]) > ad.threshold) for i in te]
                 res[name].append(balanced_accuracy(y_te, pred))
             res["zero"].append(balanced_accuracy(y_te, [zero[i] for i in te]))
-            res["learned"].append(balanced_accuracy(y_te, [learned[i] for i in te]))
+            if shipped is not None:
+                res["learned"].append(balanced_accuracy(y_te, [learned[i] for i in te]))
             res["lexical"].append(balanced_accuracy(y_te, [lexp[i] for i in te]))
         out[f"k{k}"] = {
             name: (statistics.mean(v), statistics.pstdev(v), len(v)) for name, v in res.items() if v
@@ -160,7 +176,7 @@ def run_file(
 def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
     lines = [header, ""]
     heads = "".join(f"{'zero-shot' if c == 'zero' else c:>15}" for c in COLUMNS)
-    lines.append(f"{'file':24} {'k':>4}{heads}  n_seeds")
+    lines.append(f"{'file':24} {'k':>4}{heads}  n_seeds (zero-shot kept)")
     for r in results:
         for k in ks:
             cell = r.get(f"k{k}", {})
@@ -168,15 +184,23 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
                 continue
 
             def f(name: str, c: dict[str, Any] = cell) -> str:
+                if name not in c:
+                    return "–"
                 m, sd, _ = c[name]
                 return f"{m:.3f} ± {sd:.3f}"
 
             cols = "".join(f"{f(c):>15}" for c in COLUMNS)
-            lines.append(f"{r['file']:24} {k:>4}{cols}  {cell['adapted'][2]}")
+            kept = r.get("kept_zero_shot", {}).get(f"k{k}", 0)
+            lines.append(f"{r['file']:24} {k:>4}{cols}  {cell['adapted'][2]} (kept {kept})")
     for k in ks:
         cells = [r[f"k{k}"] for r in results if "adapted" in r.get(f"k{k}", {})]
         if cells:
-            means = "".join(f"{statistics.mean(c[n][0] for c in cells):>15.3f}" for n in COLUMNS)
+            means = "".join(
+                f"{statistics.mean(c[n][0] for c in cells):>15.3f}"
+                if all(n in c for c in cells)
+                else f"{'–':>15}"
+                for n in COLUMNS
+            )
             passed = sum(c["adapted"][0] >= 0.72 for c in cells)
             lines.append(f"{'MEAN':24} {k:>4}{means}  (adapted ≥ 0.72 on {passed}/{len(cells)})")
     lines.append("")
@@ -190,6 +214,13 @@ def table(results: list[dict[str, Any]], ks: list[int], header: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument(
+        "--split",
+        choices=("eval", "train"),
+        default="eval",
+        help="train: the same on ../shared/data/train (to choose on; rows the verifier was "
+        "trained on included)",
+    )
     ap.add_argument("--ks", default="50,100,200")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--test", type=int, default=200)
@@ -205,7 +236,8 @@ def main() -> None:
     args = ap.parse_args()
     require(args.data)
     ks = [int(k) for k in args.ks.split(",")]
-    files = sorted((args.data / "eval").glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    files = sorted((args.data / args.split).glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    cache_dir = CACHE / ("kshot" if args.split == "eval" else "kshot-train")
     if args.only:
         files = sorted(
             (p for p in files if p.stem in args.only), key=lambda p: args.only.index(p.stem)
@@ -214,7 +246,8 @@ def main() -> None:
     header = (
         f"k-shot adaptation, balanced accuracy on held-out rows (mean ± sd over {args.seeds} "
         f"seeds; pool {args.pool}, test ≤ {args.test} rows; verifier 'default', context mode; "
-        f"python -m bench.kshot --ks {args.ks} --seeds {args.seeds} --test {args.test})"
+        f"python -m bench.kshot --split {args.split} --ks {args.ks} --seeds {args.seeds} "
+        f"--test {args.test})"
     )
     with contextlib.ExitStack() as stack:
         guards: list[GuardService] = []
@@ -226,7 +259,9 @@ def main() -> None:
 
         for path in files:
             print(f"{path.name} …", file=sys.stderr, flush=True)
-            rows, scored, secs = extract(path, args.pool, None if args.cached_only else guard)
+            rows, scored, secs = extract(
+                path, args.pool, None if args.cached_only else guard, cache_dir
+            )
             if args.extract_only:
                 continue
             results.append(run_file(path, rows, scored, secs, ks, args.seeds, args.test))

@@ -19,7 +19,7 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 """
 
 from groundproxy.guards.action import apply, apply_adapted, disabled_report, failure_report
-from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter import Adapter, read_adapter
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
     FEATURES,
@@ -30,7 +30,7 @@ from groundproxy.guards.adapter_features import (
     features_from_signals,
     impute_missing,
 )
-from groundproxy.guards.adapter_signals import answer_signals
+from groundproxy.guards.adapter_signals import CLAIM_FIELDS, answer_signals
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.decide import model_threshold, resolve_threshold
@@ -83,17 +83,23 @@ from groundproxy.guards.stages import Verified, verify
 from groundproxy.guards.stages import decide as decide_claims
 from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, walk_back
+from groundproxy.guards.uncertainty import GROUPS as RISK_GROUPS
+from groundproxy.guards.uncertainty import RISK_FEATURES, ErrorRanker, features_from_claim_row
 
 __all__ = [
+    "CLAIM_FIELDS",
     "FEATURES",
     "FEATURE_SETS",
     "LOGPROB_FEATURES",
     "LOGPROB_SETS",
+    "RISK_FEATURES",
+    "RISK_GROUPS",
     "TOKEN_FEATURES",
     "Adapter",
     "Backends",
     "BadJudgement",
     "CachingVerifier",
+    "ErrorRanker",
     "Escalated",
     "JudgeSummary",
     "JudgeVerdict",
@@ -131,6 +137,7 @@ __all__ = [
     "escalation",
     "evidence_fn",
     "failure_report",
+    "features_from_claim_row",
     "features_from_signals",
     "final_step",
     "guarded_json",
@@ -144,6 +151,7 @@ __all__ = [
     "parse_json_answer",
     "parse_judgement",
     "parse_logprobs",
+    "read_adapter",
     "report_body",
     "report_headers",
     "resolve_threshold",

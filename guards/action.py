@@ -16,9 +16,12 @@ row   situation                                  answer       claims → returne
       ``latency_budget_ms`` or was shed;
       ``on_guard_error: annotate``
 3     the same, ``on_guard_error: block``        block        unverified → refusal
-4     adapter in force accepts                   none         supported kept, the others
-      (P(hallucinated) ≤ its threshold)                       annotated → as written +
-                                                              citations; no trust floor
+4     adapter in force accepts                   none (or     supported kept, the others
+      (P(hallucinated) ≤ its threshold)          the rule     annotated → as written +
+                                                 claims'      citations; no trust floor;
+                                                 action)      a claim a value rule
+                                                              contradicted keeps the
+                                                              policy's action (issue 29)
 5     adapter rejects                            rows 6–10    an all-supported answer's
                                                               weakest claim made
                                                               ``unverifiable`` first
@@ -56,7 +59,7 @@ and the refusal sent in its place.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from groundproxy.errors import GroundproxyError
@@ -100,19 +103,29 @@ def verdict_action(verdict: Verdict, policy: Policy) -> ActionName | None:
     return None
 
 
-def answer_action(results: Sequence[ClaimResult], policy: Policy) -> AnswerAction:
+# a claim's action when not the policy's for its verdict (an accepting adapter: apply_adapted)
+ActFn = Callable[[ClaimResult], ActionName | None]
+
+
+def _used(r: ClaimResult, policy: Policy, act: ActFn | None) -> ActionName | None:
+    return act(r) if act else verdict_action(r.verdict, policy)
+
+
+def answer_action(
+    results: Sequence[ClaimResult], policy: Policy, act: ActFn | None = None
+) -> AnswerAction:
     """Rows 6-8: ``block`` when any claim's action is block, else the strongest used."""
     action: AnswerAction = "none"
     for r in results:
-        used = verdict_action(r.verdict, policy)
+        used = _used(r, policy, act)
         if used is not None:
             action = stronger(action, used)
     return action
 
 
-def claim_action(r: ClaimResult, policy: Policy) -> ClaimAction:
+def claim_action(r: ClaimResult, policy: Policy, act: ActFn | None = None) -> ClaimAction:
     """Row 8 for one claim of an answer that is not blocked."""
-    used = verdict_action(r.verdict, policy)
+    used = _used(r, policy, act)
     if used is None:
         return "kept"
     if used == "rewrite":
@@ -149,19 +162,21 @@ def render(
     policy: Policy,
     action: AnswerAction,
     *,
-    cited: Cited | None = None,
-    segment: bool = False,
+    segment: Segment | None = None,
+    act: ActFn | None = None,
 ) -> Rendered:
     """The text for ``action``; sets each ``ClaimResult.action``. ``segment``: one piece of
-    a streamed answer (citation numbers continue in ``cited``, no "Sources:" block, a piece
-    whose claims are all removed is removed, not blocked)."""
+    a streamed answer (citation numbers continue in ``segment.cited``, no "Sources:" block,
+    a piece whose claims are all removed is removed, not blocked); ``act``: each claim's
+    action when not the policy's for its verdict."""
     if action == "block":
         return refuse(results, policy)
     for r in results:
-        r.action = claim_action(r, policy)
-    if every_claim_removed(results) and not segment:
+        r.action = claim_action(r, policy, act)
+    if every_claim_removed(results) and segment is None:
         return refuse(results, policy)
-    text = rewrite_text(answer, results, policy, cited=cited, segment=segment)
+    cited = None if segment is None else segment.cited
+    text = rewrite_text(answer, results, policy, cited=cited, segment=segment is not None)
     return Rendered(text, rendered_trust(results), action, False)
 
 
@@ -194,6 +209,7 @@ def apply(
     segment: Segment | None = None,
     *,
     results: list[ClaimResult] | None = None,
+    act: ActFn | None = None,
 ) -> GuardReport:
     """Stage 2: verdicts, answer action, the returned text, trust and the trust floor.
 
@@ -201,20 +217,21 @@ def apply(
     "Sources:" block, a piece whose claims are all removed is removed (not blocked), and
     the trust floor judges ``segment.prior`` plus this piece. ``blocked`` then means the
     stream must stop here; the claims keep the actions the piece's rendering gave them.
-    ``results``: verdicts already decided (:func:`apply_adapted`).
+    ``results``: verdicts already decided (:func:`apply_adapted`); ``act``: each claim's
+    action when not the policy's for its verdict (:func:`apply_adapted`).
     """
     started = time.perf_counter()
     results = decide(verified, policy) if results is None else results
-    action = answer_action(results, policy)
+    action = answer_action(results, policy, act)
     answer = verified.answer
     if segment is None:
-        rendered = render(answer, results, policy, action)
+        rendered = render(answer, results, policy, action, act=act)
         if not rendered.blocked and below_floor(results, policy, rendered.trust or 0.0):
             rendered = refuse(results, policy)
     elif action == "block":
         rendered = refuse(results, policy)
     else:
-        rendered = render(answer, results, policy, action, cited=segment.cited, segment=True)
+        rendered = render(answer, results, policy, action, segment=segment, act=act)
         so_far = [*segment.prior, *results]
         if below_floor(so_far, policy, rendered_trust(so_far)):
             rendered.blocked = True
@@ -245,6 +262,15 @@ def _accepting(policy: Policy) -> Policy:
     return policy.model_copy(update={"actions": actions})
 
 
+def _ruled(verified: Verified, results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The claims a value rule contradicted (a wrong or denied value, a correction)."""
+    return [
+        r
+        for s, r in zip(verified.claims, results, strict=True)
+        if r.verdict == "contradicted" and (s.rule.mismatches or r.correction)
+    ]
+
+
 def apply_adapted(
     verified: Verified,
     policy: Policy,
@@ -269,8 +295,18 @@ def apply_adapted(
             )
         report = apply(verified, policy, results=results)
     else:
-        report = apply(verified, _accepting(policy), results=results)
-        report.action = "none"
+        # accepted: the verifier's doubts are annotated only, but a value rule's verdict
+        # stands — an adapter never switches a correction off (issue 29)
+        ruled = {id(r) for r in _ruled(verified, results)}
+
+        def act(r: ClaimResult) -> ActionName | None:
+            if id(r) in ruled:
+                return verdict_action(r.verdict, policy)
+            return None if r.verdict == "supported" else "annotate"
+
+        report = apply(verified, _accepting(policy), results=results, act=act)
+        if not ruled:
+            report.action = "none"
     report.adapter = {
         "version": adapter.version,
         "source": adapter.source,

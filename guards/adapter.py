@@ -7,7 +7,10 @@ answer-level aggregates of what stage 1 found
 (:func:`~groundproxy.guards.adapter_features.answer_features`), fitted on that
 tenant's labels only, and a threshold on its P(hallucinated): above it the answer is
 rejected, else accepted. What accept and reject do to the answer is decided in
-:mod:`guards.action` (:func:`~groundproxy.guards.action.apply_adapted`, rows 4-5).
+:mod:`guards.action` (:func:`~groundproxy.guards.action.apply_adapted`, rows 4-5): an
+accepting adapter never switches a value rule's correction off (a claim a rule
+contradicted keeps the policy's action). A stored record may also be a zero-shot record
+(:func:`read_adapter`: no adapter in force).
 
 The same mechanism serves a verifier's shipped, learned answer-level decision (policy
 ``verifier.decision: learned``, :attr:`Adapter.source` ``"shipped"``) for a tenant without an
@@ -135,3 +138,15 @@ class Adapter:
             source=source,
             oof_balanced_accuracy=_oof(data.get("fit")),
         )
+
+
+def read_adapter(data: Mapping[str, Any]) -> Adapter | None:
+    """A stored adapter record: a combiner (:class:`Adapter`, validated), or a zero-shot
+    record (``"decision": "zero_shot"``: the tenant's latest fit did not beat the zero-shot
+    decision on its labels, so none is in force — None)."""
+    if data.get("decision") == "zero_shot":
+        version = data.get("version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise PolicyError("adapter: 'version' must be a positive integer")
+        return None
+    return Adapter.from_dict(data)

@@ -91,7 +91,7 @@ def answer_signals(
                 float(not s.rule.ok),
                 float(len(s.evidence)),
                 max((e.score for e in s.evidence), default=0.0),
-                r.uncertainty,
+                r.probs.uncertainty(),  # the entropy (ClaimResult.uncertainty may be ranked)
                 lexical.best(s.claim.text, texts, q),
                 float(s.conflict is not None),
                 float(s.correction_probs is not None),

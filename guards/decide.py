@@ -150,6 +150,10 @@ def decide_claim(
         return ClaimResult(
             claim, "unverifiable", none, none.uncertainty(), explanation="no evidence found"
         )
+    # a passage that only denies, quotes, asks or instructs the claim supports nothing
+    probs = [
+        cap_support(p, 0.0, "unverifiable") if i in rule.hollow else p for i, p in enumerate(probs)
+    ]
     i_sup = max(range(len(probs)), key=lambda i: probs[i].supported)
     i_con = max(range(len(probs)), key=lambda i: probs[i].contradicted)
     sup, con = probs[i_sup], probs[i_con]

@@ -138,3 +138,40 @@ NEGATION_BOUNDS = frozenset(
     _words("""more less fewer later earlier longer shorter sooner over under above below
     exceeding beyond before after until till only just merely""")
 )
+
+# Predicates that call a statement false ("Rumours that … are false", "… is a myth").
+FALSITY = frozenset(
+    _words("""false untrue incorrect wrong myth myths inaccurate unfounded baseless mistaken
+    misleading fake bogus debunked hoax misconception misinformation nonsense rumour rumor""")
+)
+COPULAS = frozenset(_words("is are was were be been being 's 're remains remain seems seem"))
+# Verbs and adverbs that disown the statement after "that" ("We deny that …", "It was
+# wrongly reported that …").
+DISOWNING = frozenset(
+    _words("""deny denies denied denying refute refutes refuted dispute disputes disputed
+    reject rejects rejected debunk debunks debunked disprove disproves disproved wrongly
+    falsely incorrectly erroneously mistakenly wrongfully""")
+)
+# Subjects that take up the statement just made ("…, but this is wrong").
+ANAPHORS = frozenset(_words("this that it which these those"))
+# Words opening a clause that supposes or asks instead of asserting ("If …", "… whether …");
+# the first two only at the head of their clause ("… 48 months if you register" asserts).
+CONDITIONALS = frozenset(_words("if unless"))
+SUPPOSITIONS = frozenset(_words("whether suppose supposing imagine assuming hypothetically"))
+# Words that may stand before a conditional at the head of its clause ("even if …").
+CONDITIONAL_LEADS = frozenset(_words("even only and or but so just as"))
+# A label on the next sentence that rules on the one before ("Verdict: false").
+RULING_LABELS = frozenset(_words("verdict rating ruling status truth conclusion"))
+MODALS = frozenset(_words("should must shall may might can could would will ought need"))
+# Speech verbs that put a value in someone's mouth ("tell them that …", "answer: …"); the
+# second set are also nouns ("the answer", "a claim"): they need "that", ":" or a quote after.
+SPEECH_VERBS = frozenset(_words("say tell assure inform insist pretend respond mention"))
+SPEECH_VERBS_MARKED = frozenset(_words("answer reply claim promise state write confirm repeat"))
+# Words that may stand before an imperative in its clause ("When asked, always say …").
+IMPERATIVE_LEADS = frozenset(_words("please always just simply also now instead do"))
+# Words a question opens with ("Does it …?", "How long …?").
+INTERROGATIVES = frozenset(
+    _words("""is are was were am do does did can could will would shall should may might must
+    has have had how what when where who whom whose which why whether isn't aren't doesn't
+    don't didn't can't won't""")
+)

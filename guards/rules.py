@@ -12,10 +12,20 @@
   The shared nearby word keeps "won the award in 1980" from being "corrected" by
   "was born in 1950"; and the evidence sentence must hold at least half of the claim's
   content words (it must speak of the same thing), else there is no correction.
-- Polarity (:mod:`guards.polarity`): evidence states a value only when it asserts it as
+- Polarity (:mod:`guards.polarity`): evidence states a value only where it asserts it as
   the claim does; a value the evidence mentions only to deny it ("It was never 10
-  years") is a *mismatch* with no correction ("evidence denies 10 years") unless another
-  value of the same slot gives one.
+  years", "Rumours that … 10 years are false") is a *mismatch* with no correction
+  ("evidence denies 10 years") unless another value of the same slot gives one; a value
+  it only quotes, asks about or instructs to say is neither support nor contradiction. A
+  correction's value must be asserted too, and a value the claim denies ("not 24
+  months") is never corrected.
+- Same slot (:mod:`guards.slots`): a correction comes only from an evidence clause about
+  the same item and attribute as the claim's ("Repairs … 90 days" is not corrected by
+  "return … within 30 days"); when unsure, no correction (the claim is flagged).
+- Framing (:mod:`guards.framing`): a passage whose sentence covering the claim only
+  denies it ("The robot is not waterproof", "Rumours that … are false"), quotes, asks or
+  instructs it supports nothing (``hollow``); when no passage asserts the claim and one
+  denies it, that is a *mismatch* with no correction ("evidence denies it").
 - ``entities_need_evidence``: every named-entity phrase of the claim must be mentioned
   by some evidence (case-insensitive, possessive "'s" ignored); otherwise *missing*.
 """
@@ -30,8 +40,10 @@ from dataclasses import dataclass, field
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
-from groundproxy.guards.polarity import denied
+from groundproxy.guards.framing import frame
+from groundproxy.guards.polarity import denied, stance
 from groundproxy.guards.quantities import Quantity, extract_quantities
+from groundproxy.guards.slots import same_slot
 from groundproxy.guards.units import UNITS
 from groundproxy.policies.schema import RulesPolicy
 
@@ -59,6 +71,9 @@ class RuleResult:
     evidence_index: int | None = None
     # (claim value, evidence value) of each mismatch that gave the correction
     swaps: list[tuple[Quantity, Quantity]] = field(default_factory=list)
+    # evidence that only denies, quotes, asks or instructs the claim (guards.framing): it
+    # supports nothing (its P(supported) is capped in guards.decide)
+    hollow: tuple[int, ...] = ()
 
 
 def _stem(word: str) -> str:
@@ -112,18 +127,41 @@ def _same(q: Quantity, e: Quantity) -> bool:
 def _stated(
     q: Quantity, negated: bool, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
 ) -> tuple[bool, int | None]:
-    """(some evidence states q's value with the claim's polarity, the first evidence that
-    states it with the other polarity — denies it — or None)."""
+    """(some evidence asserts q's value with the claim's polarity, the first evidence that
+    holds it with the other polarity — denies it, or asserts what the claim denies — or
+    None). A value an evidence only mentions (quoted, asked, instructed;
+    :func:`guards.polarity.stance`) counts for neither."""
     denial: int | None = None
     for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
         for e in qs:
             if not _same(q, e):
                 continue
-            if denied(text, e.span[0]) == negated:
+            held = stance(text, e.span[0])
+            if held == "mentioned":
+                continue
+            if (held == "denied") == negated:
                 return True, None
             if denial is None:
                 denial = idx
     return False, denial
+
+
+def _match_slot(
+    claim: str, q: Quantity, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
+) -> int:
+    """How surely an evidence clause that asserts q's value speaks of q's item and attribute
+    (the best :func:`guards.slots.same_slot` over them; -1: none asserts it)."""
+    claim_spans = [c.display_span for c in _quantities(claim)]
+    best = -1
+    for text, qs in zip(evidence, evidence_qs, strict=True):
+        spans = [e.display_span for e in qs]
+        for e in qs:
+            if _same(q, e) and stance(text, e.span[0]) == "asserted":
+                slot = same_slot(claim, q.display_span, claim_spans, text, e.display_span, spans)
+                best = max(best, slot)
+                if best == 2:
+                    return best
+    return best
 
 
 def _comparable(q: Quantity, e: Quantity) -> bool:
@@ -174,28 +212,37 @@ def _find_mismatch(
     evidence: Sequence[str],
     evidence_qs: Sequence[Sequence[Quantity]],
     about: Sequence[bool],
-) -> tuple[int, Quantity] | None:
+) -> tuple[int, Quantity, int] | None:
+    """(evidence index, its value, how surely it fills the claim value's slot) of the value
+    that should replace q, or None."""
     near = _near_words(claim, q)
     if not near:
         return None
     claim_words = _content_words(claim) - {q.unit}
+    claim_spans = [c.display_span for c in _quantities(claim)]
     for idx, (text, qs) in enumerate(zip(evidence, evidence_qs, strict=True)):
         if not about[idx]:
             continue  # a passage about another item corrects nothing
         # the best: shares most words near the value; a part before a whole ("Seventeen
         # of the 30 counts were …": a claim counting what "were …" gets 17, not 30)
-        best: tuple[tuple[bool, int], Quantity] | None = None
+        best: tuple[tuple[int, bool, int], Quantity] | None = None
+        spans = [e.display_span for e in qs]
         for e in qs:
             if not _comparable(q, e) or q.same_value(e):
                 continue
             if not _aligned(claim_words, _sentence_around(text, e.span)):
                 continue
+            if stance(text, e.span[0]) != "asserted":
+                continue  # a denied or quoted value is nobody's value
+            slot = same_slot(claim, q.display_span, claim_spans, text, e.display_span, spans)
+            if not slot:
+                continue  # another item or attribute ("repairs" / "returns")
             overlap = len(near & _near_words(text, e))
-            key = (not e.whole or q.whole, overlap)
+            key = (slot, not e.whole or q.whole, overlap)
             if overlap and (best is None or key > best[0]):
                 best = (key, e)
         if best is not None:
-            return idx, best[1]
+            return idx, best[1], best[0][0]
     return None
 
 
@@ -229,19 +276,33 @@ def check_claim(
     for q in _quantities(claim):
         negated = denied(claim, q.span[0])
         stated, denial = _stated(q, negated, evidence, evidence_qs)
-        if stated or _stated(q, negated, extra, extra_qs)[0]:
+        found = None
+        if stated and not negated and _match_slot(claim, q, evidence, evidence_qs) < 2:
+            # the value stands only in clauses not surely about its item and attribute ("24
+            # months" of the mower for the robot's warranty): a value surely of its slot wins
+            found = _find_mismatch(claim, q, evidence, evidence_qs, about)
+            if found is None or found[2] < 2:
+                continue
+        elif stated or _stated(q, negated, extra, extra_qs)[0]:
             continue
-        found = _find_mismatch(claim, q, evidence, evidence_qs, about)
+        else:
+            found = _find_mismatch(claim, q, evidence, evidence_qs, about)
+        if negated and found is not None:
+            continue  # "not 24 months" where the same slot holds 12 months: consistent
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
-            mismatch_at, e = found
+            mismatch_at, e, _ = found
             mismatches.append((q.display, e.display))
             swaps.append(_replacement(q, e))
             pairs.append((q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
         elif denial is not None and about[denial] and mismatch_at in (None, denial):
             mismatch_at = denial
-            mismatches.append((q.display, f"not {q.display}"))
-            notes.append(f"evidence denies {q.display}, claim asserts it")
+            if negated:
+                mismatches.append((f"not {q.display}", q.display))
+                notes.append(f"evidence states {q.display}, claim denies it")
+            else:
+                mismatches.append((q.display, f"not {q.display}"))
+                notes.append(f"evidence denies {q.display}, claim asserts it")
         elif rules.numbers_need_evidence:
             missing.append(q.display)
             notes.append(f"claim states {q.display}; no evidence states it")
@@ -254,6 +315,12 @@ def check_claim(
             if not mentions(name, [*evidence, *extra]):
                 missing.append(name)
                 notes.append(f"claim names {name}; no evidence mentions it")
+    frames = [frame(claim, t) for t in evidence]
+    denial = next((i for i, f in enumerate(frames) if f == "denied" and about[i]), None)
+    if not mismatches and "asserted" not in frames and denial is not None:
+        mismatch_at = denial
+        mismatches.append((claim, "denied"))
+        notes.append(f"evidence denies it ({_sentence_quote(evidence[denial], claim)})")
     correction = _substitute(claim, swaps) if swaps else None
     return RuleResult(
         ok=not missing and not mismatches,
@@ -263,7 +330,17 @@ def check_claim(
         explanation="; ".join(notes),
         evidence_index=mismatch_at,
         swaps=pairs,
+        hollow=tuple(i for i, f in enumerate(frames) if f in ("denied", "mentioned")),
     )
+
+
+def _sentence_quote(text: str, claim: str, limit: int = 120) -> str:
+    """The sentence of ``text`` holding most of the claim's words, quoted, cut at ``limit``."""
+    words = _content_words(claim)
+    spans = [m.span() for m in re.finditer(r"[^.!?\n]+[.!?]*", text)] or [(0, len(text))]
+    best = max(spans, key=lambda sp: len(words & _content_words(text[sp[0] : sp[1]])))
+    quote = text[best[0] : best[1]].strip()
+    return repr(quote if len(quote) <= limit else quote[: limit - 1] + "…")
 
 
 def _substitute(text: str, swaps: Sequence[tuple[tuple[int, int], str]]) -> str:

@@ -41,6 +41,7 @@ from groundproxy.guards.types import (
     Probs,
     Verifier,
 )
+from groundproxy.guards.uncertainty import ErrorRanker, error_ranker, rank_errors
 from groundproxy.policies.schema import Policy
 
 EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
@@ -80,6 +81,8 @@ class Verified:
     # wall ms per stage: split (claims), evidence, rules, verifier; the evidence function's
     # own parts (pipeline.with_context: embed, windows, preselect, search) added by its caller
     stage_ms: dict[str, float] = field(default_factory=dict)
+    # the verifier's ranker of its own errors (ClaimResult.uncertainty; guards.uncertainty)
+    ranker: ErrorRanker | None = field(default=None, compare=False, repr=False)
 
 
 def verify(
@@ -156,6 +159,7 @@ def verify(
         stage_ms={
             name: (b - a) * 1000.0 for name, a, b in zip(STAGES, marks[:-1], marks[1:], strict=True)
         },
+        ranker=error_ranker(verifier),
     )
 
 
@@ -197,4 +201,6 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
         if s.conflict is not None:
             r.conflict = s.conflict
             r.explanation = f"{r.explanation}; {s.conflict}"
-    return harmonize([s.rule for s in verified.claims], results)
+    results = harmonize([s.rule for s in verified.claims], results)
+    rank_errors(verified.claims, results, tau, verified.ranker)
+    return results

@@ -106,6 +106,8 @@ class ClaimResult:
     claim: Claim
     verdict: Verdict
     probs: Probs
+    # P(this verdict is wrong), in [0, 1], higher = more likely wrong (guards.uncertainty);
+    # the normalized entropy of ``probs`` for a verifier without a fitted ranker
     uncertainty: float
     citations: list[Evidence] = field(default_factory=list)
     action: ClaimAction = "kept"
@@ -201,6 +203,11 @@ class WrappedVerifier:
     @property
     def contradiction_min(self) -> float:
         return self.inner.contradiction_min
+
+    @property
+    def error_ranker(self) -> object:
+        """The inner verifier's ranker of its own errors (guards.uncertainty), or None."""
+        return getattr(self.inner, "error_ranker", None)
 
     @property
     def threshold(self) -> float | None:

@@ -30,6 +30,7 @@ from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import VERDICTS, Pair, Probs
 from groundproxy.models.ce_window import select_evidence
 from groundproxy.models.features import clip_claim
+from groundproxy.models.ranker_file import read_ranker
 
 BUILD_FILE = "build.json"
 Variant = Literal["int8", "fp32"]
@@ -95,6 +96,8 @@ class BuiltVerifier:
         self.threshold = float(self.meta.get("threshold", 0.5))
         # the bar P(contradicted) must reach for a model-only 'contradicted' (guards.decide)
         self.contradiction_min = float(self.meta.get("contradiction_min", 0.5))
+        # how likely each verdict is wrong (guards.uncertainty), when the build ships one
+        self.error_ranker = read_ranker(model_dir)
         self.batch_size = batch_size or (1 if variant == "int8" else 16)
         data = checked_bytes(model_dir, variant, self.meta)
         try:

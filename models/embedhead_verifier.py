@@ -27,6 +27,7 @@ import numpy.typing as npt
 from groundproxy.errors import ModelLoadError
 from groundproxy.guards.types import Embedder, Pair, Probs
 from groundproxy.models.features import N_FEATURES, featurize
+from groundproxy.models.ranker_file import read_ranker
 from groundproxy.models.stored_encode import stored_first, stores_of
 from groundproxy.retrieval.embedder import MINILM_DIM, MINILM_NAME
 
@@ -89,6 +90,8 @@ class EmbedHeadVerifier:
         # the bar P(contradicted) must reach for the guard to call a claim contradicted on
         # the model's word alone (models/train/contradiction.py; guards.decide)
         self.contradiction_min = float(self.meta.get("contradiction_min", 0.5))
+        # how likely each verdict is wrong (ClaimResult.uncertainty; guards.uncertainty)
+        self.error_ranker = read_ranker(model_dir)
         if int(self.meta.get("n_features", -1)) != N_FEATURES:
             raise ModelLoadError(
                 f"embedhead: the model expects {self.meta.get('n_features')} features, "

@@ -41,4 +41,7 @@ def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dic
     results = decide_claims(verified, policy)
     rule = int(not results or any(r.verdict != "supported" for r in results))
     sure = verified_logprobs(verified, item.logprobs)
-    return answer_signals(verified, results, guard.alignment(verified), sure), rule
+    signals = answer_signals(verified, results, guard.alignment(verified), sure)
+    # a value rule contradicts the answer (a wrong or denied value): the labels' cross-check
+    signals["rule_contradicted"] = int(any(s.rule.mismatches for s in verified.claims))
+    return signals, rule

@@ -36,6 +36,16 @@ KEYS = {
     "sentblock": "sk-sentblock-test-key",
 }
 ADMIN_KEYS = {"acme": "sk-acme-admin-key", "globex": "sk-globex-admin-key"}
+# a tenant adapter (embedhead) that accepts every answer: P(hallucinated) = sigmoid(-5)
+ACCEPT_ALL: dict[str, Any] = {
+    "features": ["trust"],
+    "mean": [0.5],
+    "scale": [1.0],
+    "coef": [0.0],
+    "intercept": -5.0,
+    "threshold": 0.5,
+    "verifier": "embedhead",
+}
 
 # a JSON answer whose numbers and date are wrong against testing/samples (12 months, 599
 # euros, March 2024): tests/proxy/test_json_facts_api.py

@@ -15,7 +15,8 @@ Step 2 (seconds): a logistic combiner over the adapter's named features
 weighed equally and each class equally within it; the feature set, the L2 strength and the
 threshold are chosen by leave-one-train-file-out mean per-file balanced accuracy (ties: mean
 ROC-AUC); no eval row is seen. The result is written in the adapter format to
-``models/embedhead/answer-combiner.json`` (the decision served under the policy's
+``models/<verifier>/answer-combiner.json`` (``--verifier``: embedhead, crossencoder; the
+decision served under the policy's
 ``verifier.decision: learned``).
 
     .venv/bin/python -m models.train.answer_combiner --fit
@@ -40,7 +41,15 @@ from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "models" / "embedhead" / "answer-combiner.json"
+# the rows each shipped verifier was trained on: its training_rows with this cap per file
+# (embedhead: 1,500 a file; the cross-encoder: every row) — the pools keep clear of them
+CAPS: dict[str, int] = {"embedhead": 1500, "crossencoder": 10**9}
+
+
+def out_path(verifier: str) -> Path:
+    return ROOT / "models" / verifier / "answer-combiner.json"
+
+
 # Rows verified per train file (2 cores: ~0.2-1 s a row with a long context, ~0.05 s short).
 POOLS: dict[str, int] = {
     "fever-nli": 600,
@@ -74,19 +83,20 @@ def train_rows(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
 
 
 @functools.cache
-def seen_claims(data: Path) -> frozenset[str]:
+def seen_claims(data: Path, verifier: str = "embedhead") -> frozenset[str]:
     """The responses the verifier was trained on in the files that share claims: WiCE
     oracle and article rows share claims (with other evidence), FEVER-Symmetric shares
     claims with FEVER-NLI — there a row whose claim was trained on with other evidence is
     in-sample too (train WiCE read ROC-AUC 0.99 without this)."""
     from groundproxy.models.train.prepare import training_rows
 
-    rows = (r for stem in SHARED_CLAIMS for r in training_rows(train_rows(data, stem), stem))
+    cap = CAPS[verifier]
+    rows = (r for stem in SHARED_CLAIMS for r in training_rows(train_rows(data, stem), stem, cap))
     return frozenset(str(r.get("response") or "") for r in rows)
 
 
 @functools.cache
-def pool(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
+def pool(data: Path, stem: str, verifier: str = "embedhead") -> tuple[dict[str, Any], ...]:
     """The file's out-of-sample rows (context never seen by the verifier's training), in a
     seeded order, at most ``POOLS[stem]``: a combiner fitted on the verifier's in-sample
     scores would learn to trust them far too much (train WiCE: ROC-AUC 0.99 in-sample)."""
@@ -94,8 +104,9 @@ def pool(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
 
     # contexts the verifier was trained on (their synthetic pairs were made from them too;
     # the shipped verifier was prepared with prepare's default --cap and --val-frac)
-    seen = {str(r.get("context") or "") for r in training_rows(train_rows(data, stem), stem)}
-    claims = seen_claims(data)
+    trained = training_rows(train_rows(data, stem), stem, CAPS[verifier])
+    seen = {str(r.get("context") or "") for r in trained}
+    claims = seen_claims(data, verifier)
     rows = [
         r
         for r in train_rows(data, stem)
@@ -105,27 +116,28 @@ def pool(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
     return tuple(rows[: POOLS[stem]])
 
 
-def _cache_file(stem: str) -> Path:
-    return cache_dir() / f"{stem}-oos-{fingerprint()}.json"
+def _cache_file(stem: str, verifier: str) -> Path:
+    name = "" if verifier == "embedhead" else f"{verifier}-"  # embedhead: the earlier names
+    return cache_dir() / f"{stem}-oos-{name}{fingerprint()}.json"
 
 
-def _load(stem: str) -> dict[str, Any]:
-    where = _cache_file(stem)
+def _load(stem: str, verifier: str) -> dict[str, Any]:
+    where = _cache_file(stem, verifier)
     if where.exists():
         loaded: dict[str, Any] = json.loads(where.read_text(encoding="utf-8"))
         return loaded
     return {"file": stem, "by_id": {}, "seconds": 0.0}
 
 
-def _save(stem: str, saved: dict[str, Any]) -> None:
-    where = _cache_file(stem)
+def _save(stem: str, saved: dict[str, Any], verifier: str) -> None:
+    where = _cache_file(stem, verifier)
     where.parent.mkdir(parents=True, exist_ok=True)
     tmp = where.with_suffix(".tmp")
     tmp.write_text(json.dumps(saved), encoding="utf-8")
     tmp.replace(where)
 
 
-def extract(data: Path, step: int, minutes: float) -> None:
+def extract(data: Path, step: int, minutes: float, verifier: str = "embedhead") -> None:
     """Verify every file's pool by the serve path, ``step`` rows per file per round
     (resumable: rows are cached by id)."""
     from groundproxy.proxy.offline import (
@@ -137,13 +149,13 @@ def extract(data: Path, step: int, minutes: float) -> None:
     )
 
     deadline = time.monotonic() + 60 * minutes
-    policy = eval_policy("default", "context")
-    pools = {stem: pool(data, stem) for stem in POOLS}
+    policy = eval_policy(verifier, "context")
+    pools = {stem: pool(data, stem, verifier) for stem in POOLS}
     with build_guard(Settings(batch_window_ms=0)) as guard:
         size = step
         while size < max(POOLS.values()) + step and time.monotonic() < deadline:
             for stem, rows in pools.items():
-                saved = _load(stem)
+                saved = _load(stem, verifier)
                 todo = [r for r in rows[:size] if r["id"] not in saved["by_id"]]
                 for r in todo:
                     if time.monotonic() >= deadline:
@@ -153,18 +165,20 @@ def extract(data: Path, step: int, minutes: float) -> None:
                     saved["by_id"][r["id"]] = {"signals": signals, "zero": zero}
                     saved["seconds"] += time.perf_counter() - t
                 if todo:
-                    _save(stem, saved)
+                    _save(stem, saved, verifier)
                     done = sum(r["id"] in saved["by_id"] for r in rows)
                     print(f"  {stem}: {done}/{len(rows)}", file=sys.stderr)
             size += step
 
 
-def cached(data: Path) -> dict[str, tuple[list[int], list[dict[str, Any]]]]:
+def cached(
+    data: Path, verifier: str = "embedhead"
+) -> dict[str, tuple[list[int], list[dict[str, Any]]]]:
     """file → (labels, signal rows) for every cached pool row (no verification)."""
     out = {}
     for stem in POOLS:
-        by_id = _load(stem)["by_id"]
-        rows = [r for r in pool(data, stem) if r["id"] in by_id]
+        by_id = _load(stem, verifier)["by_id"]
+        rows = [r for r in pool(data, stem, verifier) if r["id"] in by_id]
         if rows:
             out[stem] = (
                 [int(r["label_hallucinated"]) for r in rows],
@@ -199,13 +213,13 @@ def fit_logistic(
     return mean, scale, m
 
 
-def fit(data: Path, out: Path) -> dict[str, Any]:
+def fit(data: Path, out: Path, verifier: str = "embedhead") -> dict[str, Any]:
     from sklearn.metrics import roc_auc_score
 
     from groundproxy.guards import FEATURE_SETS, features_from_signals
     from groundproxy.models.scoring import balanced_accuracy
 
-    per_file = cached(data)
+    per_file = cached(data, verifier)
     groups: list[str] = []
     feats: list[Mapping[str, float]] = []
     labels: list[int] = []
@@ -272,7 +286,7 @@ def fit(data: Path, out: Path) -> dict[str, Any]:
         "object": "groundproxy.adapter",
         "version": 1,
         "source": "shipped",
-        "verifier": "embedhead",
+        "verifier": verifier,
         "features": list(names),
         "mean": [float(v) for v in mean],
         "scale": [float(v) for v in scale],
@@ -301,12 +315,13 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=600.0)
     ap.add_argument("--round", type=int, default=20)
     ap.add_argument("--fit", action="store_true")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--verifier", default="embedhead", choices=sorted(CAPS))
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.extract:
-        extract(args.data, args.round, args.minutes)
+        extract(args.data, args.round, args.minutes, args.verifier)
     if args.fit:
-        content = fit(args.data, args.out)
+        content = fit(args.data, args.out or out_path(args.verifier), args.verifier)
         print(json.dumps(content["fit"], indent=1))
 
 

@@ -27,12 +27,15 @@ _SIGNAL_FILES = (
     "proxy/serving/guard_build.py",
     "proxy/cli/evaluate.py",
 )
+# guards/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals record
+# the entropy, not that rank, so it does not change them either
 _NOT_SIGNALS = (
     "guards/__init__.py",
     "guards/adapter.py",
     "guards/adapter_features.py",
     "guards/judge.py",  # the judge step runs after the signals
     "guards/judge_merge.py",
+    "guards/uncertainty.py",
 )
 
 
@@ -55,8 +58,9 @@ def fingerprint() -> str:
             and not rel.startswith("models/train/")
         ):
             h.update(rel.encode() + b"\0" + p.read_bytes())
-    for p in sorted((ROOT / "models").rglob("*.onnx")) + sorted(
-        (ROOT / "models").rglob("meta.json")
+    models = ROOT / "models"
+    for p in sorted(models.rglob("*.onnx")) + sorted(
+        [*models.rglob("meta.json"), *models.rglob("build.json")]
     ):
         h.update(f"{p.relative_to(ROOT).as_posix()}:{p.stat().st_size}".encode())
     return h.hexdigest()[:12]

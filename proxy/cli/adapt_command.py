@@ -81,6 +81,19 @@ def run_fit_command(args: argparse.Namespace, settings: Settings) -> int:
     with started_storage(data, settings.database_url) as storage:
         c = fit_tenant(job, storage)
     f = c["fit"]
+    if c.get("decision") == "zero_shot":
+        print(
+            f"kept the zero-shot decision for tenant {tenant} (policy {source}, verifier "
+            f"{c['verifier']}): on {f['n']} labelled answers ({f['n_hallucinated']} "
+            f"hallucinated) an adapter's cross-fitted balanced accuracy "
+            f"{f['cross_fitted_balanced_accuracy']:.4f} does not beat the zero-shot "
+            f"decision's {f['zero_shot_balanced_accuracy']:.4f} (margin {f['margin']:g}); "
+            "no adapter is in force"
+        )
+        print(f"wrote {c['path']} (a zero-shot record: served from the next request)")
+        if args.json:
+            print(json.dumps(c))
+        return 0
     print(
         f"adapter v{c['version']} for tenant {tenant} (policy {source}, verifier "
         f"{c['verifier']}): {f['n']} labelled answers ({f['n_hallucinated']} hallucinated); "
@@ -91,9 +104,14 @@ def run_fit_command(args: argparse.Namespace, settings: Settings) -> int:
         if ("oof_balanced_accuracy" in f)
         else f"; {f.get('guarantee', '')}"
     )
+    honest = (
+        f"; held-out balanced accuracy {f['cross_fitted_balanced_accuracy']:.4f}"
+        if "cross_fitted_balanced_accuracy" in f
+        else ""
+    )
     print(
-        f"threshold P(hallucinated) > {c['threshold']:.4f} ({f['threshold_rule']}){extra}; "
-        f"zero-shot rule on the same answers {f['zero_shot_balanced_accuracy']:.4f}"
+        f"threshold P(hallucinated) > {c['threshold']:.4f} ({f['threshold_rule']}){extra}"
+        f"{honest}; zero-shot rule on the same answers {f['zero_shot_balanced_accuracy']:.4f}"
     )
     note = token_cost_note(c["features"], index_stores_token_states(data, policy))
     if note:

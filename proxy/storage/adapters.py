@@ -24,14 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards import Adapter
+from groundproxy.guards import Adapter, read_adapter
 from groundproxy.retrieval.fsutil import write_json_atomic
 from groundproxy.retrieval.names import validate_tenant
 
 CURRENT = "adapter.json"
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 # The verifiers that ship a learned answer-level decision, and where (under models/).
-SHIPPED: dict[str, str] = {"embedhead": "embedhead/answer-combiner.json"}
+SHIPPED: dict[str, str] = {
+    "embedhead": "embedhead/answer-combiner.json",
+    "crossencoder": "crossencoder/answer-combiner.json",
+}
 _VERSIONED = re.compile(r"^adapter-v(\d+)\.json$")
 
 
@@ -56,7 +59,7 @@ def write_adapter(data_dir: Path, tenant: str, content: dict[str, Any]) -> Path:
     ``content["version"]`` is set here."""
     version = max(versions(data_dir, tenant), default=0) + 1
     content = {**content, "version": version}
-    Adapter.from_dict(content)  # never write a file the guard would refuse
+    read_adapter(content)  # never write a file the guard would refuse
     folder = tenant_dir(data_dir, tenant)
     path = folder / f"adapter-v{version}.json"
     _write_atomic(path, content)
@@ -83,7 +86,7 @@ class AdapterCache:
         if hit is not None and hit[0] == stamp:
             return hit[1]
         try:
-            adapter = Adapter.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            adapter = read_adapter(json.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:

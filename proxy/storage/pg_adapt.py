@@ -20,7 +20,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards import Adapter
+from groundproxy.guards import Adapter, read_adapter
 from groundproxy.proxy.storage.adapters import AdapterCache
 from groundproxy.proxy.storage.feedback import Labelled, parse_labelled, stamped
 from groundproxy.retrieval.names import validate_tenant
@@ -62,7 +62,7 @@ def write_pg_adapter(pool: PgPool, tenant: str, content: dict[str, Any]) -> tupl
         ).fetchone()
         version = int(row[0]) + 1 if row is not None else 1
         content = {**content, "version": version}
-        Adapter.from_dict(content)  # never store one the guard would refuse
+        read_adapter(content)  # never store one the guard would refuse
         conn.execute(
             "INSERT INTO gp_adapters (tenant, version, content, created) VALUES (%s, %s, %s, %s)",
             (tenant, version, Jsonb(json.loads(json.dumps(content))), time.time()),
@@ -91,7 +91,7 @@ class PgAdapterCache(AdapterCache):
                 (tenant,),
             ).fetchone()
         try:
-            adapter = None if row is None else Adapter.from_dict(dict(row[0]))
+            adapter = None if row is None else read_adapter(dict(row[0]))
         except (TypeError, ValueError) as exc:
             raise PolicyError(f"cannot read the adapter of tenant '{tenant}': {exc}") from exc
         with self._lock:

@@ -105,8 +105,8 @@ def test_feedback_fit_changes_the_served_verdict(server: Any) -> None:
 
 
 def test_learned_decision_is_served_for_a_tenant_without_adapter(server: Any) -> None:
-    """Policy ``verifier.decision: learned``: the embedhead's shipped answer combiner decides
-    (the report names it), a wrong time is still rejected, and acme's tenant adapter (if the
+    """Policy ``verifier.decision: learned``: the default verifier's shipped answer combiner
+    decides (the report names it), a wrong time is still rejected, and acme's tenant adapter (if the
     test above fitted one) never leaks into globex's answers."""
     url, _, _ = server
     with httpx.Client(base_url=url, timeout=120) as c:

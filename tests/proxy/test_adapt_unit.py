@@ -23,6 +23,7 @@ from groundproxy.guards.adapter_features import (
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS
 from groundproxy.proxy.cli.adapt import (
     Candidates,
+    Conformal,
     best_threshold,
     fit_combiner,
     without_token_features,
@@ -56,7 +57,7 @@ def test_fit_learns_the_signal_and_conformal_threshold() -> None:
     preds = [int(ad.p_hallucinated(x) > ad.threshold) for x in xs]
     assert sum(p == y for p, y in zip(preds, ys, strict=True)) / len(ys) > 0.9
     assert fit["fit"]["oof_balanced_accuracy"] > 0.9
-    conf = fit_combiner(xs, ys, alpha=0.1, seed=0)
+    conf = fit_combiner(xs, ys, conformal=Conformal(0.1), seed=0)
     assert conf["fit"]["threshold_rule"] == "split conformal" and 0 <= conf["threshold"] <= 1
     with pytest.raises(BadRequestError):
         fit_combiner(xs[:5], ys[:5])

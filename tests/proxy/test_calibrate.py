@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.proxy.cli.main import _run, build_parser
 from groundproxy.proxy.storage.calibration import CalibrationCache, calibration_path
 from tests.conftest import TEST_DATA
@@ -58,7 +59,7 @@ def test_calibrate_command_on_data(tmp_path: Path, capsys: pytest.CaptureFixture
     assert r["coverage_given_retrieved"] >= r["interval_95"][0]
     written = json.loads(calibration_path(data, "acme").read_text(encoding="utf-8"))
     assert {"alpha", "threshold", "n", "verifier", "created"} <= set(written)
-    assert written["alpha"] == 0.2 and written["verifier"] == "embedhead"  # the default
+    assert written["alpha"] == 0.2 and written["verifier"] == DEFAULT_VERIFIER  # the default
     assert CalibrationCache(data).get("acme")["threshold"] == v["threshold"]
     if r["m1"] < 0.8:
         assert "WARNING: m1" in out

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.policies.keys import hash_key
 from groundproxy.testing.embedders import HASHING
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
@@ -174,7 +175,7 @@ def test_eval_with_the_learned_decision_scores_by_the_combiner(tmp_path: Path) -
     done = run_cli("eval", str(file), "--decision", "learned", "--json", "--out", str(out))
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["decision"] == "learned" and result["verifier"] == "embedhead"
+    assert result["decision"] == "learned" and result["verifier"] == DEFAULT_VERIFIER
     assert result["balanced_accuracy"] == 1.0 and result["roc_auc"] == 1.0
     written = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert [r["prediction"] for r in written] == [0, 1, 0, 1]

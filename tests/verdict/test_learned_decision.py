@@ -23,6 +23,8 @@ from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 from groundproxy.retrieval.token_states import TokenStates
 from tests.verdict.conftest import HANDBOOK, guarded
 
+# embedhead's shipped combiner (crossencoder's is tested in tests/models/test_crossencoder.py)
+LEARNED = {"model": "embedhead", "decision": "learned"}
 RIGHT = "The warranty lasts 12 months from the date of purchase."
 WRONG = "The warranty lasts 48 months from the date of purchase."
 
@@ -43,10 +45,12 @@ def test_learned_decision_is_the_combiner_over_the_served_features(
 ) -> None:
     reports = {}
     for answer in (RIGHT, WRONG):
-        report = guarded(verdict_guard, "handbook", answer, verifier={"decision": "learned"})
+        report = guarded(verdict_guard, "handbook", answer, verifier=LEARNED)
         assert report.adapter is not None and report.adapter["source"] == "shipped"
         # the same number from the features of the same verification, recomputed here
-        policy = local_policy("handbook", retrieval={"index": "handbook"})
+        policy = local_policy(
+            "handbook", retrieval={"index": "handbook"}, verifier={"model": "embedhead"}
+        )
         verified = verdict_guard.verify_sync(answer, None, [], policy, cache=False)
         alignment = verdict_guard.alignment(verified)  # token states from the real MiniLM
         assert alignment is not None and len(alignment) == len(verified.claims)
@@ -115,7 +119,7 @@ def test_a_tenant_adapter_wins_over_the_learned_decision(tmp_path: Path, embedde
     # the tenant's own adapter: same features, accepts everything
     mine = {k: content[k] for k in ("features", "mean", "scale", "coef", "intercept")}
     write_adapter(tmp_path, "acme", {**mine, "verifier": "embedhead", "threshold": 1.0})
-    policy = local_policy("acme", retrieval={"index": "acme"}, verifier={"decision": "learned"})
+    policy = local_policy("acme", retrieval={"index": "acme"}, verifier=LEARNED)
     with build_guard(Settings(data=tmp_path, batch_window_ms=0), embedder=embedder) as guard:
         report = guard.guard_sync(WRONG, None, [], policy, cache=False)
     assert report.adapter is not None and report.adapter["source"] == "tenant"

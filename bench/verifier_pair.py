@@ -1,0 +1,189 @@
+"""Two verifiers side by side through the served path, on the same (claim, evidence) pairs.
+
+For each row: the answer goes through stage 1 of the guard (claims, the row's context as
+request evidence, retrieval windows, value rules, verdict logic) once, with verifier A; every
+pair A scores is scored by B too, and timed for each. Then each model's probabilities are put
+in the claims' place and decided by the default policy (every-claim decision) with that
+model's own threshold and contradiction bar: balanced accuracy per file, verifier ms per
+claim, and the lexical baseline (seed 001, row level) beside.
+
+``--split train``: only rows whose context is in the 15 % held out from training
+(``models.train.prepare.in_validation``; the WiCE / FEVER rows whose claim was trained on
+with other evidence left out) — rows neither shipped model trained on, the data to choose
+on. ``--split eval``: seeded rows of ../shared/data/eval, to report only.
+
+    python -m bench.verifier_pair --split train --rows 50 --work DIR [--a embedhead]
+        [--b crossencoder] [--only FILE …]
+
+Rows are pickled per file under ``--work`` (resumable); ``--table-only`` re-prints the
+table from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.accuracy import lexical_scores
+from groundproxy.guards.decide import contradiction_bar, model_threshold
+from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.pipeline import evidence_fn
+from groundproxy.guards.stages import Verified, decide, verify
+from groundproxy.guards.types import Pair, Probs, Verifier
+from groundproxy.models.scoring import balanced_accuracy
+from groundproxy.proxy.offline import eval_policy
+from groundproxy.proxy.serving.guarding import build_guard
+from groundproxy.proxy.settings import Settings
+from groundproxy.proxy.storage.feedback import parse_labelled
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_CLAIMS = ("wice-oracle", "wice-article", "fever-nli", "fever-symmetric")
+SEED = 1234
+
+
+def pool(path: Path, split: str, n: int) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if split == "train":
+        from groundproxy.models.train.prepare import in_validation, training_rows
+
+        seen = {str(r.get("response") or "") for r in training_rows(rows, path.stem, cap=10**9)}
+        rows = [
+            r
+            for r in rows
+            if in_validation(str(r.get("context") or ""))
+            and (path.stem not in SHARED_CLAIMS or str(r.get("response") or "") not in seen)
+        ]
+    random.Random(SEED).shuffle(rows)
+    return rows[:n]
+
+
+class Recorder:
+    """Verifier A for the guard; every batch it scores is scored by B too, both timed."""
+
+    def __init__(self, a: Verifier, b: Verifier) -> None:
+        self.a, self.b = a, b
+        self.name = a.name
+        self.contradiction_min = contradiction_bar(a)
+        self.threshold = model_threshold(a)
+        self.b_probs: list[Probs] = []
+        self.ms = [0.0, 0.0]
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        t = time.perf_counter()
+        out = self.a.score(pairs)
+        self.ms[0] += 1000 * (time.perf_counter() - t)
+        t = time.perf_counter()
+        self.b_probs.extend(self.b.score(pairs))
+        self.ms[1] += 1000 * (time.perf_counter() - t)
+        return out
+
+
+def as_b(v: Verified, b_probs: list[Probs], tau: float | None, bar: float) -> Verified:
+    """``v`` with B's probabilities in A's place (the order A scored them: each claim's
+    passages, then its correction pair if any) and B's threshold and bar."""
+    k, claims = 0, []
+    for s in v.claims:
+        n = len(s.evidence)
+        probs, k = b_probs[k : k + n], k + n
+        corr = None
+        if s.correction_probs is not None:
+            corr, k = b_probs[k], k + 1
+        claims.append(replace(s, probs=probs, correction_probs=corr))
+    if k != len(b_probs):
+        raise RuntimeError(f"scored {len(b_probs)} pairs, placed {k}")
+    return replace(v, claims=claims, model_threshold=tau, contradiction_min=bar)
+
+
+def extract(split: str, n: int, work: Path, names: tuple[str, str], only: list[str]) -> None:
+    policy = eval_policy("default", "context")
+    files = sorted((DATA / split).glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    with build_guard(Settings(batch_window_ms=0)) as guard:
+        a, b = guard.verifier(names[0]), guard.verifier(names[1])
+        tau_b, bar_b = model_threshold(b), contradiction_bar(b)
+        for path in [p for p in files if not only or p.stem in only]:
+            where = work / f"{path.stem}.pkl"
+            done: list[dict[str, Any]] = pickle.loads(where.read_bytes()) if where.exists() else []
+            for r in pool(path, split, n)[len(done) :]:
+                item = parse_labelled(r)
+                rec = Recorder(a, b)
+                evidence = evidence_fn(
+                    [("context", c) for c in item.context],
+                    policy,
+                    guard.parts.embedder,
+                    None,
+                    item.question,
+                )
+                v = verify(item.answer, question=item.question, policy=policy, verifier=rec,
+                           evidence_for=evidence)  # fmt: skip
+                zero = [
+                    _zero(decide(v, policy)),
+                    _zero(decide(as_b(v, rec.b_probs, tau_b, bar_b), policy)),
+                ]
+                done.append({"id": r.get("id"), "label": int(r["label_hallucinated"]),
+                             "zero": zero, "claims": len(v.claims), "ms": rec.ms})  # fmt: skip
+                where.write_bytes(pickle.dumps(done))
+            print(f"{path.stem}: {len(done)} rows", flush=True)
+
+
+def _zero(results: list[Any]) -> int:
+    return int(any(r.verdict != "supported" for r in results))
+
+
+def table(split: str, work: Path, names: tuple[str, str]) -> str:
+    head = f"{'file':24} {'rows':>4} {names[0]:>12} {names[1]:>12} {'lexical':>8} "
+    lines = [head + f"{'ms/claim A':>10} {'ms/claim B':>10}"]
+    means: list[list[float]] = [[], [], []]
+    for where in sorted(work.glob("*.pkl")):
+        rows = pickle.loads(where.read_bytes())
+        y = [r["label"] for r in rows]
+        if len(set(y)) < 2:
+            continue
+        src = {r["id"]: r for r in pool(DATA / split / f"{where.stem}.jsonl", split, 10**9)}
+        lex, _ = lexical_scores([src[r["id"]] for r in rows], LexicalVerifier())
+        accs = [balanced_accuracy(y, [r["zero"][i] for r in rows]) for i in (0, 1)]
+        accs.append(balanced_accuracy(y, [int(p < 0.5) for p in lex]))
+        claims = max(1, sum(r["claims"] for r in rows))
+        ms = [sum(r["ms"][i] for r in rows) / claims for i in (0, 1)]
+        for m, v in zip(means, accs, strict=True):
+            m.append(v)
+        lines.append(
+            f"{where.stem:24} {len(rows):>4} {accs[0]:>12.3f} {accs[1]:>12.3f} {accs[2]:>8.3f} "
+            f"{ms[0]:>10.1f} {ms[1]:>10.1f}"
+        )
+    if means[0]:
+        m = [statistics.mean(v) for v in means]
+        lines.append(f"{'MEAN':24} {'':>4} {m[0]:>12.3f} {m[1]:>12.3f} {m[2]:>8.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--split", choices=("train", "eval"), default="train")
+    ap.add_argument("--rows", type=int, default=50)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--a", default="embedhead")
+    ap.add_argument("--b", default="crossencoder")
+    ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    names = (args.a, args.b)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if not args.table_only:
+        extract(args.split, args.rows, args.work, names, args.only)
+    text = table(args.split, args.work, names)
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""How likely a claim's verdict is wrong: ``ClaimResult.uncertainty``.
+
+The field is in [0, 1], higher = more likely wrong; an LLM judge's escalation ranks claims
+by it. A verifier that ships an :class:`ErrorRanker` (embedhead: ``models/embedhead/
+uncertainty.json``, fitted on ``../shared/data/train`` only by
+``models/train/uncertainty.py``) gets it as the ranker's P(the verdict is wrong): two
+logistic models — one for claims judged ``supported`` (P(the claim is in fact not
+supported)), one for the others (P(it is in fact supported)) — over what stage 1 and the
+decision already hold (:func:`risk_features`): the decided and the raw probabilities, the
+margin to the threshold in force, the rules' outcome, the evidence found and its retrieval
+score, the claim's length and the number of claims in the answer. Nothing is computed
+twice and no model runs. A verifier without one keeps the normalized entropy of the
+claim's probabilities (the seed's uncertainty).
+
+The same numbers are what the adapter signals record per claim
+(:data:`guards.adapter_signals.CLAIM_FIELDS`), so the fit and ``bench/uncertainty.py``
+read them from the cached signals (:func:`features_from_claim_row`) — a test checks the
+two agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from groundproxy.errors import ModelLoadError
+from groundproxy.guards.rules import RuleResult
+from groundproxy.guards.types import Claim, ClaimResult, Evidence, Probs
+
+
+class ScoredClaim(Protocol):
+    """What stage 1 holds of a claim (:class:`groundproxy.guards.stages.ScoredClaim`)."""
+
+    @property
+    def claim(self) -> Claim: ...
+
+    @property
+    def evidence(self) -> Sequence[Evidence]: ...
+
+    @property
+    def probs(self) -> Sequence[Probs]: ...
+
+    @property
+    def rule(self) -> RuleResult: ...
+
+    @property
+    def correction_probs(self) -> Probs | None: ...
+
+
+RISK_FEATURES: tuple[str, ...] = (
+    "p_supported",
+    "margin",
+    "abs_margin",
+    "raw_supported",
+    "raw_contradicted",
+    "contradicted",
+    "rule_failed",
+    "correction",
+    "no_evidence",
+    "n_evidence",
+    "best_retrieval",
+    "entropy",
+    "mean_passage_supported",
+    "claim_words_log",
+    "n_claims_log",
+)
+GROUPS = ("supported", "other")
+
+
+def _features(
+    *,
+    decided: tuple[float, float, float],
+    raw: tuple[float, float, float],
+    verdict: tuple[float, float],
+    rule: tuple[float, float],
+    evidence: tuple[float, float],
+    sizes: tuple[float, int],
+) -> dict[str, float]:
+    """``decided``: (P(supported) decided, the threshold in force, the entropy)."""
+    p, tau, entropy = decided
+    raw_sup, raw_con, mean_sup = raw
+    n_evidence, best = evidence
+    words, n_claims = sizes
+    return {
+        "p_supported": p,
+        "margin": p - tau,
+        "abs_margin": abs(p - tau),
+        "raw_supported": raw_sup,
+        "raw_contradicted": raw_con,
+        "contradicted": verdict[1],
+        "rule_failed": rule[0],
+        "correction": rule[1],
+        "no_evidence": float(n_evidence == 0),
+        "n_evidence": n_evidence,
+        "best_retrieval": best,
+        "entropy": entropy,
+        "mean_passage_supported": mean_sup,
+        "claim_words_log": math.log1p(words),
+        "n_claims_log": math.log1p(n_claims),
+    }
+
+
+def risk_features(s: ScoredClaim, r: ClaimResult, tau: float, n_claims: int) -> dict[str, float]:
+    """The ranker's features of one decided claim (``tau``: the threshold in force)."""
+    probs = s.probs
+    return _features(
+        decided=(r.probs.supported, tau, r.probs.uncertainty()),
+        raw=(
+            max((x.supported for x in probs), default=0.0),
+            max((x.contradicted for x in probs), default=0.0),
+            sum(x.supported for x in probs) / len(probs) if probs else 0.0,
+        ),
+        verdict=(float(r.verdict == "supported"), float(r.verdict == "contradicted")),
+        rule=(float(not s.rule.ok), float(s.correction_probs is not None)),
+        evidence=(float(len(s.evidence)), max((e.score for e in s.evidence), default=0.0)),
+        sizes=(float(len(s.claim.text.split())), n_claims),
+    )
+
+
+def features_from_claim_row(
+    row: Sequence[float], fields: Sequence[str], tau: float, n_claims: int
+) -> dict[str, float]:
+    """The same features from one claim's adapter signals row (``fields``: their names,
+    :data:`guards.adapter_signals.CLAIM_FIELDS`)."""
+    c = dict(zip(fields, row, strict=False))
+    return _features(
+        decided=(c["p_supported"], tau, c["uncertainty"]),
+        raw=(c["raw_supported"], c["raw_contradicted"], c["mean_passage_supported"]),
+        verdict=(c["supported"], c["contradicted"]),
+        rule=(c["rule_failed"], c["correction"]),
+        evidence=(c["n_evidence"], c["best_retrieval"]),
+        sizes=(c["claim_words"], n_claims),
+    )
+
+
+@dataclass(frozen=True)
+class _Logistic:
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+
+    def p(self, xs: Sequence[float]) -> float:
+        z = self.intercept + sum(
+            c * (x - m) / s for c, x, m, s in zip(self.coef, xs, self.mean, self.scale, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+@dataclass(frozen=True)
+class ErrorRanker:
+    """P(a claim's verdict is wrong): a logistic model per verdict group."""
+
+    features: tuple[str, ...]
+    models: Mapping[str, _Logistic]
+
+    def p_wrong(self, x: Mapping[str, float], supported: bool) -> float:
+        model = self.models["supported" if supported else "other"]
+        return model.p([x[name] for name in self.features])
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ErrorRanker:
+        """Validated (ModelLoadError names what is wrong)."""
+        names = data.get("features")
+        if not isinstance(names, list) or not names or set(names) - set(RISK_FEATURES):
+            raise ModelLoadError(f"uncertainty ranker: 'features' must name {RISK_FEATURES}")
+        models: dict[str, _Logistic] = {}
+        for group in GROUPS:
+            m = data.get("models", {}).get(group)
+            try:
+                parts = [tuple(float(v) for v in m[k]) for k in ("mean", "scale", "coef")]
+                intercept = float(m["intercept"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ModelLoadError(f"uncertainty ranker: bad model '{group}': {exc}") from exc
+            if any(len(p) != len(names) for p in parts) or min(parts[1]) <= 0:
+                raise ModelLoadError(f"uncertainty ranker: model '{group}' does not fit")
+            models[group] = _Logistic(parts[0], parts[1], parts[2], intercept)
+        return cls(tuple(names), models)
+
+
+def error_ranker(verifier: object) -> ErrorRanker | None:
+    """The verifier's ranker (its ``error_ranker``, forwarded by wrappers), if it has one."""
+    ranker = getattr(verifier, "error_ranker", None)
+    return ranker if isinstance(ranker, ErrorRanker) else None
+
+
+def rank_errors(
+    claims: Sequence[ScoredClaim],
+    results: Sequence[ClaimResult],
+    tau: float,
+    ranker: ErrorRanker | None,
+) -> None:
+    """Set each result's ``uncertainty`` (module docstring); without a ranker the
+    normalized entropy of its probabilities."""
+    for s, r in zip(claims, results, strict=True):
+        if ranker is None:
+            r.uncertainty = r.probs.uncertainty()
+        else:
+            x = risk_features(s, r, tau, len(results))
+            r.uncertainty = ranker.p_wrong(x, r.verdict == "supported")

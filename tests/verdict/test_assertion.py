@@ -1,0 +1,96 @@
+"""Issue 29, verdict logic, through the real path (index on disk, embedhead ONNX): a value
+— or a property — is evidence only where a document asserts it, and a correction comes
+only from a passage about the same item and attribute."""
+
+from __future__ import annotations
+
+import pytest
+
+from groundproxy.proxy.serving.guarding import GuardService
+from tests.verdict.conftest import DENIALS, FRAMES, guarded
+
+VALUE = "The Acme vacuum robot has a limited warranty of 48 months."
+PROPERTY = "The Acme vacuum robot is waterproof."
+
+
+@pytest.mark.parametrize("variant", sorted(FRAMES))
+@pytest.mark.parametrize("answer", [VALUE, PROPERTY])
+def test_a_document_that_does_not_assert_the_claim_does_not_support_it(
+    verdict_guard: GuardService, variant: str, answer: str
+) -> None:
+    # before: the verifier read every one of these as support (P(supported) 0.7-0.99,
+    # action none) but the question
+    report = guarded(verdict_guard, f"frame-{variant}", answer)
+    (claim,) = report.claims
+    assert claim.verdict != "supported" and report.action != "none"
+    assert claim.correction is None
+    if variant in DENIALS:  # a denial is evidence against it
+        assert claim.verdict == "contradicted" and "denies" in claim.explanation
+    else:  # a quote, question or instruction is evidence of nothing
+        assert claim.verdict == "unverifiable"
+        assert claim.probs.supported < 0.3
+
+
+def test_the_same_words_asserted_still_support(verdict_guard: GuardService) -> None:
+    denied = "The Acme vacuum robot is not waterproof."
+    assert guarded(verdict_guard, "frame-not", denied).claims[0].verdict == "supported"
+    report = guarded(verdict_guard, "frame-not", "The Acme vacuum robot is a robot.")
+    assert report.claims[0].verdict != "contradicted"
+
+
+def test_a_correction_comes_from_the_same_attribute(verdict_guard: GuardService) -> None:
+    # before: "Repairs … 90 days" was corrected to 30 days from the returns rule
+    report = guarded(verdict_guard, "returns", "Repairs are done within 90 days of delivery.")
+    (claim,) = report.claims
+    assert claim.correction is None and claim.verdict == "unverifiable"
+    assert report.text.startswith("Repairs are done within 90 days of delivery")
+    # the returns rule still corrects a wrong return period
+    wrong = guarded(verdict_guard, "returns", "You can return an unused robot within 60 days.")
+    assert wrong.claims[0].correction == "You can return an unused robot within 30 days."
+
+
+def test_a_correction_comes_from_the_same_item(verdict_guard: GuardService) -> None:
+    # before: the lawn mower's warranty was corrected to the vacuum robot's 12 months
+    mower = "The Acme lawn mower comes with a limited warranty of 24 months."
+    report = guarded(verdict_guard, "robot-warranty", mower)
+    (claim,) = report.claims
+    assert claim.correction is None and claim.verdict != "supported"
+    assert report.text.startswith(mower[:-1])
+    robot = "The Acme vacuum robot has a limited warranty of 24 months."
+    fixed = guarded(verdict_guard, "robot-warranty", robot)
+    assert fixed.claims[0].correction == robot.replace("24", "12")
+
+
+def test_a_denied_value_is_never_a_correction(verdict_guard: GuardService) -> None:
+    # before: "10 years" was corrected to "48 months" taken from "… is not 48 months"
+    report = guarded(verdict_guard, "battery-denial", "The battery warranty is 10 years.")
+    (claim,) = report.claims
+    assert claim.correction is None and claim.verdict != "supported"
+    assert "48 months" not in report.text
+
+
+def test_a_value_of_another_item_does_not_support_the_claim(verdict_guard: GuardService) -> None:
+    # before: "24 months" (the mower's) supported the robot's warranty; "30 days" (returns)
+    # supported the shipping time — the value stood in the passage, in another slot
+    robot = guarded(
+        verdict_guard, "two-items", "The Acme vacuum robot has a warranty of 24 months."
+    )
+    (claim,) = robot.claims
+    assert claim.verdict == "contradicted"
+    assert claim.correction == "The Acme vacuum robot has a warranty of 12 months."
+    mower = guarded(verdict_guard, "two-items", "The Acme lawn mower has a warranty of 24 months.")
+    assert mower.claims[0].verdict == "supported" and mower.action == "none"
+    shipping = guarded(verdict_guard, "shipping", "Shipping takes 30 days.")
+    assert shipping.claims[0].correction == "Shipping takes 5 days."
+    assert guarded(verdict_guard, "shipping", "Shipping takes 5 days.").action == "none"
+
+
+def test_a_correction_never_comes_from_another_item_named_elsewhere(
+    verdict_guard: GuardService,
+) -> None:
+    # before: "10 years" for the battery was corrected to the robot's 12 months ("battery"
+    # stands in the passage, so "robot" was read as an anaphor for it)
+    report = guarded(verdict_guard, "battery-robot", "The battery warranty is 10 years.")
+    (claim,) = report.claims
+    assert claim.correction is None and claim.verdict != "supported"
+    assert report.text.startswith("The battery warranty is 10 years")
