@@ -41,7 +41,8 @@ interpreter that has both); else ``--judge-base-url`` / ``--judge-model`` name a
 ``train-cut``: the share of TRAIN claims at each uncertainty cut (how
 ``guards.judge.DEFAULT_MIN_UNCERTAINTY`` was chosen). ``train-sure``: on TRAIN, the share of
 answers an adapter is sure of at each margin from its boundary and its error on them (how
-``guards.judge_merge.ADAPTER_SURE`` was chosen).
+``guards.judge_merge.ADAPTER_SURE`` was chosen). For a zero-shot decision proven on the
+judge's labels: ``python -m bench.judge_zero`` (TRAIN too).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from groundproxy.guards.judge_merge import (
     adapter_decides,
     adapter_margin,
 )
+from groundproxy.models.train.signal_cache import CACHE
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
@@ -262,6 +264,10 @@ def _guard() -> Iterator[Callable[[], GuardService]]:
 
 
 def views(folder: Path, pool: int, only: Sequence[str] | None, cached: bool) -> list[FileView]:
+    """The pools of ``folder``'s files. Train and eval files share names (halueval-qa,
+    summedits, …), so each split has its own cache folder (as in bench.kshot): one cache
+    once served a split the other's signals, paired with its own rows' labels."""
+    cache_dir = CACHE / ("kshot" if folder.name == "eval" else "kshot-train")
     files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_size)
     if only:
         files = [p for p in files if p.stem in only]
@@ -269,7 +275,7 @@ def views(folder: Path, pool: int, only: Sequence[str] | None, cached: bool) -> 
     with _guard() as guard:
         for path in files:
             print(f"{path.name} …", file=sys.stderr, flush=True)
-            rows, scored, _ = extract(path, pool, None if cached else guard)
+            rows, scored, _ = extract(path, pool, None if cached else guard, cache_dir)
             out.append(FileView(path.stem, rows, scored))
     return out
 

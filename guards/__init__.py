@@ -19,7 +19,7 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 """
 
 from groundproxy.guards.action import apply, apply_adapted, disabled_report, failure_report
-from groundproxy.guards.adapter import Adapter, read_adapter
+from groundproxy.guards.adapter import Adapter, ZeroShotRecord, read_adapter, read_record
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
     FEATURES,
@@ -62,6 +62,7 @@ from groundproxy.guards.judge_merge import (
     merge,
     settle,
     summarize,
+    zero_shot_decides,
 )
 from groundproxy.guards.logprobs import (
     TokenLogprob,
@@ -117,6 +118,7 @@ __all__ = [
     "TraceNode",
     "VerdictCache",
     "Verified",
+    "ZeroShotRecord",
     "adapter_sure",
     "admission",
     "answer_features",
@@ -152,6 +154,7 @@ __all__ = [
     "parse_judgement",
     "parse_logprobs",
     "read_adapter",
+    "read_record",
     "report_body",
     "report_headers",
     "resolve_threshold",
@@ -166,4 +169,5 @@ __all__ = [
     "verify",
     "walk_back",
     "with_context",
+    "zero_shot_decides",
 ]

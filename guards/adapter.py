@@ -140,13 +140,40 @@ class Adapter:
         )
 
 
+@dataclass(frozen=True)
+class ZeroShotRecord:
+    """A fit that kept the zero-shot decision (``"decision": "zero_shot"``): no adapter is
+    in force, and the record says how well zero-shot did on the tenant's labels (``n`` of
+    them, for ``verifier``). With ``judge.labels`` those are the judge's own verdicts, so a
+    record with a high :attr:`balanced_accuracy` proves zero-shot as good as the judge on
+    this tenant's answers (:func:`guards.judge_merge.zero_shot_decides`)."""
+
+    version: int
+    verifier: str
+    balanced_accuracy: float | None
+    n: int
+
+
+def read_record(data: Mapping[str, Any]) -> Adapter | ZeroShotRecord:
+    """A stored adapter record, validated: a combiner (:class:`Adapter`) or a zero-shot
+    record (:class:`ZeroShotRecord`: the tenant's latest fit did not beat the zero-shot
+    decision on its labels, so no adapter is in force)."""
+    if data.get("decision") != "zero_shot":
+        return Adapter.from_dict(data)
+    version = data.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise PolicyError("adapter: 'version' must be a positive integer")
+    fit = data.get("fit")
+    fit = fit if isinstance(fit, Mapping) else {}
+    zero, n = fit.get("zero_shot_balanced_accuracy"), fit.get("n")
+    score = None
+    if isinstance(zero, int | float) and not isinstance(zero, bool) and 0.0 <= zero <= 1.0:
+        score = float(zero)
+    count = n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
+    return ZeroShotRecord(version, str(data.get("verifier", "")), score, count)
+
+
 def read_adapter(data: Mapping[str, Any]) -> Adapter | None:
-    """A stored adapter record: a combiner (:class:`Adapter`, validated), or a zero-shot
-    record (``"decision": "zero_shot"``: the tenant's latest fit did not beat the zero-shot
-    decision on its labels, so none is in force — None)."""
-    if data.get("decision") == "zero_shot":
-        version = data.get("version", 1)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise PolicyError("adapter: 'version' must be a positive integer")
-        return None
-    return Adapter.from_dict(data)
+    """:func:`read_record`, the adapter in force: None for a zero-shot record."""
+    found = read_record(data)
+    return found if isinstance(found, Adapter) else None

@@ -37,8 +37,8 @@ from groundproxy.policies.schema import JudgePolicy
 PROMPT_VERSION = "judge-v1"
 # escalate: uncertain — the least ClaimResult.uncertainty a claim needs to be escalated
 # when the policy names none (judge.min_uncertainty); chosen on ../shared/data/train only
-# (python -m bench.judge train-cut: 100 seeded rows of each of the 13 train files): 20 % of
-# train claims reach it (29 % of answers carry one).
+# (python -m bench.judge train-cut, 200 seeded rows of each of the 13 train files): 21 % of
+# train claims reach it (31 % of answers carry one).
 DEFAULT_MIN_UNCERTAINTY = 0.8
 JUDGE_VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "unverifiable")
 SkipReason = Literal["timeout", "error", "bad_json", "rate_limit", "budget", "unquoted"]

@@ -5,8 +5,9 @@
 :func:`settle` runs stage 2 on the judged verdicts (the judge's word is final for the
 claims it judged, so a tenant adapter's answer-level decision gives way to it) and honours
 ``on_guard_error: block`` when the judge could not be heard; :func:`adapter_sure` says when
-a tenant's adapter is confident enough that nothing is escalated (``judge.labels`` feeds it:
-escalations fall as it learns); :func:`judged_label` is the label a judged answer gives.
+a tenant's adapter is confident enough that nothing is escalated, :func:`zero_shot_decides`
+the same for a zero-shot decision the tenant's labels proved (``judge.labels`` feeds both:
+escalations fall as they learn); :func:`judged_label` is the label a judged answer gives.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundproxy.guards.action import Segment, apply
-from groundproxy.guards.adapter import Adapter
+from groundproxy.guards.adapter import Adapter, ZeroShotRecord
 from groundproxy.guards.adapter_features import answer_features
 from groundproxy.guards.judge import Outcome, SkipReason, normalized
 from groundproxy.guards.stages import Verified
@@ -28,12 +29,23 @@ from groundproxy.policies.schema import Policy
 # A tenant adapter decides an answer alone (nothing escalated) when it is as good as a
 # judge by its own cross-fit (``fit.oof_balanced_accuracy`` ≥ ADAPTER_GOOD) and the answer
 # lies at least ADAPTER_SURE from its decision boundary, in standardized feature units
-# (:func:`adapter_margin`). Both checked on TRAIN (python -m bench.judge train-sure):
-# without the quality bar no margin brings the adapter's error on the answers it is sure of
-# near a 0.85 judge's 0.15 (0.32 at margin 1, 0.27 at 3); with it, 0.094 at margin 1 (on
-# the 1 % of train answers that adapters this good were sure of: few train files give one).
+# (:func:`adapter_margin`). Both checked on TRAIN (python -m bench.judge train-sure, pool
+# 200, re-run on train-only signals: the first run's cache mixed in eval files of the same
+# names): without the quality bar the adapter's error on the answers it is sure of stays
+# above a 0.85 judge's 0.15 up to margin 2 (0.171 at margin 1, 0.113 at 3); with it, 0.012 at
+# margin 1 (on the 3 % of train answers that adapters this good were sure of).
 ADAPTER_GOOD = 0.85
 ADAPTER_SURE = 1.0
+# A tenant without an adapter, whose latest fit kept the zero-shot decision (a
+# ZeroShotRecord), has it decide its answers alone when the record proves it as good as a
+# judge on the tenant's labels: zero-shot balanced accuracy ≥ ADAPTER_GOOD on at least
+# ZERO_SHOT_PROOF of them. No per-answer cut is asked of it: the proof is measured on the
+# tenant's own answers, so it already states zero-shot's error where it will decide, and
+# ``judge.audit`` keeps a share of those answers judged — the next fit revokes the proof
+# when zero-shot stops agreeing with the judge. On TRAIN (python -m bench.judge_zero) labels
+# from the uncertain tail never prove it (zero-shot rejects every answer there: 0.5), labels
+# from every answer prove it on halueval-qa only (0.878 on the held-out half).
+ZERO_SHOT_PROOF = 10
 # skip reasons that mean the judge could not be heard (on_guard_error: block refuses)
 FAILURES: frozenset[str] = frozenset({"timeout", "error", "bad_json", "rate_limit", "budget"})
 
@@ -92,6 +104,10 @@ class JudgeSummary:
     ms: float = 0.0
     reasons: tuple[SkipReason, ...] = ()
     model: str = ""
+    # who decided the answer alone, so that nothing was escalated: "adapter" (the tenant's
+    # adapter, sure of it) or "zero_shot" (zero-shot, proven on the tenant's labels); "" else
+    decided_by: str = ""
+    audit: bool = False  # judged although a decision would have decided it (judge.audit)
 
     def add(self, other: JudgeSummary) -> JudgeSummary:
         return JudgeSummary(
@@ -101,6 +117,8 @@ class JudgeSummary:
             self.ms + other.ms,
             self.reasons + other.reasons,
             self.model or other.model,
+            self.decided_by if self.decided_by == other.decided_by else "",
+            self.audit or other.audit,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -110,6 +128,8 @@ class JudgeSummary:
         return {
             "escalated": self.escalated, "overturned": self.overturned, "skipped": self.skipped,
             "ms": round(self.ms, 1), "model": self.model, "skipped_reasons": reasons,
+            **({"decided_by": self.decided_by} if self.decided_by else {}),
+            **({"audit": True} if self.audit else {}),
         }  # fmt: skip
 
 
@@ -160,6 +180,15 @@ def adapter_decides(adapter: Adapter, features: Mapping[str, float]) -> bool:
     """:func:`adapter_sure` on the answer's features (:func:`answer_features`)."""
     good = (adapter.oof_balanced_accuracy or 0.0) >= ADAPTER_GOOD
     return good and adapter_margin(adapter, features) >= ADAPTER_SURE
+
+
+def zero_shot_decides(record: ZeroShotRecord, results: Sequence[ClaimResult]) -> bool:
+    """Does the zero-shot decision decide this answer alone (nothing escalated)? When
+    ``record`` proves it: balanced accuracy ≥ :data:`ADAPTER_GOOD` on ≥
+    :data:`ZERO_SHOT_PROOF` of the tenant's labels (an answer without claims has nothing to
+    escalate anyway)."""
+    proven = (record.balanced_accuracy or 0.0) >= ADAPTER_GOOD and record.n >= ZERO_SHOT_PROOF
+    return proven and bool(results)
 
 
 def _logit(p: float) -> float:

@@ -133,6 +133,10 @@ class JudgePolicy(_Strict):
     min_uncertainty: float | None = Field(default=None, ge=0.0, le=1.0)
     # judged answers become feedback labels for the tenant's adapter (calibrate --fit)
     labels: bool = False
+    # of the answers a decision decides alone (an adapter sure of it, or zero-shot proven
+    # on the tenant's labels), this share is judged anyway, every claim (picked by a hash of
+    # the answer): labels keep coming from ordinary traffic, so a fit can see drift
+    audit: float = Field(default=0.05, ge=0.0, le=1.0)
 
 
 class Policy(_Strict):

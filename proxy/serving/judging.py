@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import threading
 import time
 from collections import OrderedDict, deque
@@ -49,10 +50,12 @@ from groundproxy.guards import (
     response_format,
     summarize,
     verified_logprobs,
+    zero_shot_decides,
 )
 from groundproxy.guards.types import ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.storage.adapters import AdapterCache
 from groundproxy.proxy.storage.feedback import Labelled
 from groundproxy.proxy.upstream.judge_client import JudgeCall, JudgeCaller, judge_upstream
 
@@ -233,6 +236,7 @@ class Guarding(Protocol):
 
     judge: JudgeService | None
     labels: LabelSink | None
+    adapters: AdapterCache | None
 
     def decision(self, policy: Policy, verifier: str) -> Adapter | None: ...
 
@@ -241,16 +245,21 @@ class Guarding(Protocol):
 
 def _candidates(
     guard: Guarding, verified: Verified, policy: Policy, logprobs: object
-) -> tuple[list[ClaimResult], bool]:
-    """The verifier's verdicts, and whether the answer-level decision in force (a tenant
-    adapter, or the shipped one) is sure of the answer, so that nothing is escalated."""
+) -> tuple[list[ClaimResult], str]:
+    """The verifier's verdicts, and who decides the answer alone so that nothing is
+    escalated: "adapter" (the decision in force — a tenant adapter or the shipped one — is
+    sure of it), "zero_shot" (the tenant's zero-shot record proves zero-shot, and it is sure
+    of every claim), or "" (escalate as the policy says)."""
     results = decide_claims(verified, policy)
     found = guard.decision(policy, verified.verifier)
     if found is None:
-        return results, False
+        proof = None
+        if guard.adapters is not None and policy.verifier.decision == "every_claim":
+            proof = guard.adapters.zero_shot_for(policy.tenant, verified.verifier)
+        return results, "zero_shot" if proof and zero_shot_decides(proof, results) else ""
     alignment = guard.alignment(verified) if found.uses_tokens else None
     sure = verified_logprobs(verified, logprobs) if found.uses_logprobs else None
-    return results, adapter_sure(found, verified, results, alignment, sure)
+    return results, "adapter" if adapter_sure(found, verified, results, alignment, sure) else ""
 
 
 async def second_opinion(
@@ -268,13 +277,31 @@ async def second_opinion(
     if guard.judge is None or policy.judge.escalate == "none":
         return None
     call = functools.partial(_candidates, guard, verified, policy, logprobs)
-    results, sure = await anyio.to_thread.run_sync(call)
-    if sure:
-        return Judged(results, JudgeSummary(model=policy.judge.model or policy.upstream.model))
+    results, decided_by = await anyio.to_thread.run_sync(call)
+    audit = bool(decided_by) and audited(policy, results)
+    if decided_by and not audit:
+        model = policy.judge.model or policy.upstream.model
+        return Judged(results, JudgeSummary(model=model, decided_by=decided_by))
     left = policy.latency_budget_ms / 1000.0 - (time.perf_counter() - started)
     if hold_s is not None:
         left = min(left, hold_s)
-    return await guard.judge.judge(verified, results, policy, left)
+    if not audit:
+        return await guard.judge.judge(verified, results, policy, left)
+    every = policy.model_copy(update={"judge": policy.judge.model_copy(update={"escalate": "all"})})
+    judged = await guard.judge.judge(verified, results, every, left)
+    judged.summary = dataclasses.replace(judged.summary, audit=True)
+    return judged
+
+
+def audited(policy: Policy, results: Sequence[ClaimResult]) -> bool:
+    """Is this answer, which a decision would decide alone, in the ``judge.audit`` share?
+    Picked by a hash of the tenant and the claims (the same answer is picked every time)."""
+    share = policy.judge.audit
+    if share <= 0.0:
+        return False
+    text = "\n".join([policy.tenant, *(r.claim.text for r in results)])
+    draw = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2.0**64
+    return draw < share
 
 
 async def keep_label(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards import Adapter, read_adapter
+from groundproxy.guards import Adapter, ZeroShotRecord, read_adapter, read_record
 from groundproxy.retrieval.fsutil import write_json_atomic
 from groundproxy.retrieval.names import validate_tenant
 
@@ -67,15 +67,19 @@ def write_adapter(data_dir: Path, tenant: str, content: dict[str, Any]) -> Path:
     return path
 
 
+Record = Adapter | ZeroShotRecord | None
+
+
 class AdapterCache:
     """Thread-safe reader of the tenants' ``adapter.json``, re-read when it changes."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
-        self._cache: dict[str, tuple[int, Adapter | None]] = {}
+        self._cache: dict[str, tuple[int, Record]] = {}
         self._lock = threading.Lock()
 
-    def get(self, tenant: str) -> Adapter | None:
+    def record(self, tenant: str) -> Record:
+        """The tenant's record in force: an adapter, a zero-shot record, or None (never fitted)."""
         path = tenant_dir(self.data_dir, tenant) / CURRENT
         try:
             stamp = path.stat().st_mtime_ns
@@ -86,14 +90,19 @@ class AdapterCache:
         if hit is not None and hit[0] == stamp:
             return hit[1]
         try:
-            adapter = read_adapter(json.loads(path.read_text(encoding="utf-8")))
+            found = read_record(json.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
             raise PolicyError(f"cannot read the adapter of tenant '{tenant}': {exc}") from exc
         with self._lock:
-            self._cache[tenant] = (stamp, adapter)
-        return adapter
+            self._cache[tenant] = (stamp, found)
+        return found
+
+    def get(self, tenant: str) -> Adapter | None:
+        """The tenant's adapter in force (None: the zero-shot decision)."""
+        found = self.record(tenant)
+        return found if isinstance(found, Adapter) else None
 
     def for_verifier(self, tenant: str, verifier: str) -> Adapter | None:
         """The tenant's adapter, checked against the verifier the policy uses now."""
@@ -104,6 +113,12 @@ class AdapterCache:
                 f", the policy uses '{verifier}': run 'groundproxy calibrate --fit' again"
             )
         return adapter
+
+    def zero_shot_for(self, tenant: str, verifier: str) -> ZeroShotRecord | None:
+        """The tenant's zero-shot record in force when it was fitted on ``verifier`` (what
+        it proves about the zero-shot decision holds for that verifier only)."""
+        found = self.record(tenant)
+        return found if isinstance(found, ZeroShotRecord) and found.verifier == verifier else None
 
 
 @functools.cache

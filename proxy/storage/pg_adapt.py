@@ -20,8 +20,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from groundproxy.errors import PolicyError
-from groundproxy.guards import Adapter, read_adapter
-from groundproxy.proxy.storage.adapters import AdapterCache
+from groundproxy.guards import read_adapter, read_record
+from groundproxy.proxy.storage.adapters import AdapterCache, Record
 from groundproxy.proxy.storage.feedback import Labelled, parse_labelled, stamped
 from groundproxy.retrieval.names import validate_tenant
 from groundproxy.retrieval.pg_pool import PgPool
@@ -77,9 +77,9 @@ class PgAdapterCache(AdapterCache):
         super().__init__(Path("."))  # no data folder: files are not read
         self._pool = pool
         self._ttl = ttl_s
-        self._rows: dict[str, tuple[float, Adapter | None]] = {}
+        self._rows: dict[str, tuple[float, Record]] = {}
 
-    def get(self, tenant: str) -> Adapter | None:
+    def record(self, tenant: str) -> Record:
         tenant = validate_tenant(tenant)
         with self._lock:
             hit = self._rows.get(tenant)
@@ -91,9 +91,9 @@ class PgAdapterCache(AdapterCache):
                 (tenant,),
             ).fetchone()
         try:
-            adapter = None if row is None else read_adapter(dict(row[0]))
+            found = None if row is None else read_record(dict(row[0]))
         except (TypeError, ValueError) as exc:
             raise PolicyError(f"cannot read the adapter of tenant '{tenant}': {exc}") from exc
         with self._lock:
-            self._rows[tenant] = (time.monotonic(), adapter)
-        return adapter
+            self._rows[tenant] = (time.monotonic(), found)
+        return found

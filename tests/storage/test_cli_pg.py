@@ -139,6 +139,13 @@ def test_fit_reads_labels_and_writes_the_adapter_in_postgres(
         assert not list(data.rglob("adapter*.json")) and not list(data.rglob("feedback.jsonl"))
         done = run_cli(*fit, "--tenant", "t1", "--json", timeout=900)  # the next version
         assert json.loads(done.stdout.strip().splitlines()[-1])["version"] == 2
-        assert PgAdapterCache(storage.pool, ttl_s=0).get("t1") is None  # still zero-shot
+        replica = PgAdapterCache(storage.pool, ttl_s=0)
+        assert replica.get("t1") is None  # still zero-shot
+        # ... and every replica reads what the record proves (it gates the judge)
+        proof = replica.zero_shot_for("t1", content["verifier"])
+        assert proof is not None and proof.version == 2 and proof.n == 20
+        assert proof.balanced_accuracy == 1.0
+        assert replica.zero_shot_for("t1", "another-verifier") is None
+        assert replica.zero_shot_for("t2", content["verifier"]) is None
     finally:
         storage.close()
