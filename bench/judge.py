@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import random
 import statistics
 import sys
@@ -69,6 +70,7 @@ from groundproxy.guards.judge_merge import (
     adapter_decides,
     adapter_margin,
 )
+from groundproxy.guards.uncertainty import decision_risk, margin_risk
 from groundproxy.models.train.signal_cache import CACHE
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
@@ -78,13 +80,29 @@ SHARES = (0.0, 0.10, 0.20, 0.30)
 ACCURACIES = (0.75, 0.85, 0.95)
 MAX_CLAIMS = 8
 GOAL = 0.72
-_UNC = CLAIM_FIELDS.index("uncertainty")
+_RAW = CLAIM_FIELDS.index("raw_supported")
+_SUP = CLAIM_FIELDS.index("supported")
+MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
-def answer_uncertainty(signals: dict[str, Any]) -> float:
-    """The answer's most uncertain claim's ``ClaimResult.uncertainty`` (1.0: no claim)."""
+def served_threshold() -> float:
+    """The P(supported) threshold the bench's policy decides with (the default verifier's
+    fitted one: ``threshold: model``)."""
+    meta = json.loads((MODELS / "embedhead" / "meta.json").read_text(encoding="utf-8"))
+    return float(meta["threshold"])
+
+
+def claim_uncertainty(row: Sequence[float], tau: float) -> float:
+    """A claim's served ``ClaimResult.uncertainty`` (its decision margin) from its signals."""
+    return margin_risk(float(row[_RAW]), bool(row[_SUP]), tau)
+
+
+def answer_uncertainty(signals: dict[str, Any], tau: float) -> float:
+    """The answer's served risk (:func:`guards.uncertainty.answer_risk`; 1.0: no claim)."""
     claims = signals["claims"]
-    return max((float(c[_UNC]) for c in claims), default=1.0)
+    if not claims:
+        return 1.0
+    return decision_risk([(claim_uncertainty(c, tau), bool(c[_SUP])) for c in claims])
 
 
 def auc(scores: Sequence[float], positive: Sequence[int]) -> float:
@@ -120,10 +138,12 @@ class FileView:
         self.name = name
         self.labels = [int(r["label_hallucinated"]) for r in rows]
         self.zero = [int(s["zero"]) for s in scored]
-        self.unc = [answer_uncertainty(s["signals"]) for s in scored]
-        self.claim_unc = [float(c[_UNC]) for s in scored for c in s["signals"]["claims"]]
+        tau = served_threshold()
+        self.unc = [answer_uncertainty(s["signals"], tau) for s in scored]
+        self.claim_unc = [claim_uncertainty(c, tau) for s in scored for c in s["signals"]["claims"]]
         self.claims = [min(MAX_CLAIMS, max(1, len(s["signals"]["claims"]))) for s in scored]
         self.features = [features_from_signals(s["signals"]) for s in scored]
+        self.signal_claims = [s["signals"]["claims"] for s in scored]
 
     def ranked(self, how: str, seed: int = 0) -> list[int]:
         order = list(range(len(self.labels)))

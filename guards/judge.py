@@ -32,13 +32,15 @@ from typing import Any, Literal
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.types import ClaimResult, Evidence, Verdict
+from groundproxy.guards.uncertainty import answer_risk
 from groundproxy.policies.schema import JudgePolicy
 
 PROMPT_VERSION = "judge-v1"
-# escalate: uncertain — the least ClaimResult.uncertainty a claim needs to be escalated
-# when the policy names none (judge.min_uncertainty); chosen on ../shared/data/train only
-# (python -m bench.judge train-cut, 200 seeded rows of each of the 13 train files): 21 % of
-# train claims reach it (31 % of answers carry one).
+# escalate: uncertain — the least ClaimResult.uncertainty (the decision margin,
+# guards.uncertainty) a claim needs to be escalated when the policy names none
+# (judge.min_uncertainty); chosen on ../shared/data/train only (python -m bench.judge
+# train-cut, 200 seeded rows of each of the 13 train files): 20 % of train answers reach it
+# (their decision could flip), 21 % of claims.
 DEFAULT_MIN_UNCERTAINTY = 0.8
 JUDGE_VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "unverifiable")
 SkipReason = Literal["timeout", "error", "bad_json", "rate_limit", "budget", "unquoted"]
@@ -108,12 +110,16 @@ def min_uncertainty(policy: JudgePolicy) -> float:
 def wants(results: Sequence[ClaimResult], policy: JudgePolicy) -> list[int]:
     """The indices of the claims ``policy.escalate`` picks, most uncertain first (ties in
     answer order), at most ``max_claims``. Ranked by ``ClaimResult.uncertainty`` — the
-    verifier's own measure of how unsure it is — for every mode."""
+    verifier's own measure of how unsure it is — for every mode; ``uncertain`` picks the
+    claims at or above the cut of an answer whose decision they could flip
+    (:func:`guards.uncertainty.answer_risk` at or above it too)."""
     mode = policy.escalate
     if mode == "none":
         return []
     if mode == "uncertain":
         cut = min_uncertainty(policy)
+        if answer_risk(results) < cut:
+            return []  # no claim at or above the cut could change the answer's decision
         picked = [i for i, r in enumerate(results) if r.uncertainty >= cut]
     elif mode == "not_supported":
         picked = [i for i, r in enumerate(results) if r.verdict != "supported"]

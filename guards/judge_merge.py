@@ -43,7 +43,7 @@ ADAPTER_SURE = 1.0
 # tenant's own answers, so it already states zero-shot's error where it will decide, and
 # ``judge.audit`` keeps a share of those answers judged — the next fit revokes the proof
 # when zero-shot stops agreeing with the judge. On TRAIN (python -m bench.judge_zero) labels
-# from the uncertain tail never prove it (zero-shot rejects every answer there: 0.5), labels
+# from the uncertain tail never prove it (zero-shot is near chance there: 0.36-0.75), labels
 # from every answer prove it on halueval-qa only (0.878 on the held-out half).
 ZERO_SHOT_PROOF = 10
 # skip reasons that mean the judge could not be heard (on_guard_error: block refuses)

@@ -106,8 +106,8 @@ class ClaimResult:
     claim: Claim
     verdict: Verdict
     probs: Probs
-    # P(this verdict is wrong), in [0, 1], higher = more likely wrong (guards.uncertainty);
-    # the normalized entropy of ``probs`` for a verifier without a fitted ranker
+    # how likely this verdict is wrong, in [0, 1], higher = more likely (guards.uncertainty):
+    # the decision margin for a verifier without a fitted ranker (1 at the threshold)
     uncertainty: float
     citations: list[Evidence] = field(default_factory=list)
     action: ClaimAction = "kept"

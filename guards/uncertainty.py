@@ -1,16 +1,31 @@
 """How likely a claim's verdict is wrong: ``ClaimResult.uncertainty``.
 
 The field is in [0, 1], higher = more likely wrong; an LLM judge's escalation ranks claims
-by it. A verifier that ships an :class:`ErrorRanker` (embedhead: ``models/embedhead/
-uncertainty.json``, fitted on ``../shared/data/train`` only by
-``models/train/uncertainty.py``) gets it as the ranker's P(the verdict is wrong): two
-logistic models — one for claims judged ``supported`` (P(the claim is in fact not
-supported)), one for the others (P(it is in fact supported)) — over what stage 1 and the
-decision already hold (:func:`risk_features`): the decided and the raw probabilities, the
-margin to the threshold in force, the rules' outcome, the evidence found and its retrieval
-score, the claim's length and the number of claims in the answer. Nothing is computed
-twice and no model runs. A verifier without one keeps the normalized entropy of the
-claim's probabilities (the seed's uncertainty).
+by it. By default it is the claim's **decision margin** (:func:`margin_risk`): how close the
+verifier's best raw P(supported) over the claim's passages comes to flipping the verdict —
+for a claim judged ``supported``, ``(1 − p) / (1 − τ)``; for any other, ``p / τ`` (τ: the
+threshold in force; clipped to [0, 1]; 1 at the threshold, 0 where the verifier is sure).
+An answer's decision (accepted iff every claim is supported) flips only through its
+deciding claims, so :func:`answer_risk` is the weakest claim's margin of an accepted answer
+and the strongest rejecting claim's of a rejected one; ``judge.escalate: uncertain``
+escalates an answer's claims at or above the cut only when its answer risk reaches it.
+
+Chosen on ``../shared/data/train`` only, without fitting anything
+(``python -m bench.uncertainty_margin``): as a ranking of zero-shot's own answer errors the
+margin scores a mean AUROC of 0.726 over the 13 train files against 0.642 for the
+normalized entropy of the claim's probabilities (the seed's uncertainty, what this field
+held before), better on 12 of 13 (eval, reported only: 0.621 vs 0.528, 7 of 8); the
+learned ranker below did worse than the entropy leave-one-file-out (0.651 vs 0.662) and
+ships for no verifier.
+
+A verifier that ships an :class:`ErrorRanker` (``uncertainty.json`` beside its model,
+fitted by ``models/train/uncertainty.py``) gets the ranker's P(the verdict is wrong)
+instead: two logistic models — one for claims judged ``supported`` (P(the claim is in fact
+not supported)), one for the others (P(it is in fact supported)) — over what stage 1 and
+the decision already hold (:func:`risk_features`): the decided and the raw probabilities,
+the margin to the threshold in force, the rules' outcome, the evidence found and its
+retrieval score, the claim's length and the number of claims in the answer. Nothing is
+computed twice and no model runs.
 
 The same numbers are what the adapter signals record per claim
 (:data:`guards.adapter_signals.CLAIM_FIELDS`), so the fit and ``bench/uncertainty.py``
@@ -186,17 +201,46 @@ def error_ranker(verifier: object) -> ErrorRanker | None:
     return ranker if isinstance(ranker, ErrorRanker) else None
 
 
+def margin_risk(raw_supported: float, supported: bool, tau: float) -> float:
+    """A claim's decision margin (module docstring): 1 at the threshold ``tau``, 0 where
+    the verifier's best raw P(supported) is sure of the verdict."""
+    p = min(max(raw_supported, 0.0), 1.0)
+    if supported:
+        risk = (1.0 - p) / (1.0 - tau) if tau < 1.0 else 0.0
+    else:
+        risk = p / tau if tau > 0.0 else 0.0
+    return min(max(risk, 0.0), 1.0)
+
+
+def answer_risk(results: Sequence[ClaimResult]) -> float:
+    """How close the answer's decision is to flipping: the largest ``uncertainty`` of an
+    accepted answer's claims (any one of them may be the error), the smallest of a rejected
+    answer's not-supported claims (every one of them must be wrong for it to flip); 0 for
+    an answer without claims (nothing to decide)."""
+    return decision_risk([(r.uncertainty, r.verdict == "supported") for r in results])
+
+
+def decision_risk(claims: Sequence[tuple[float, bool]]) -> float:
+    """:func:`answer_risk` over (uncertainty, supported) pairs (what the signals hold)."""
+    if not claims:
+        return 0.0
+    rejecting = [u for u, supported in claims if not supported]
+    return min(rejecting) if rejecting else max(u for u, _ in claims)
+
+
 def rank_errors(
     claims: Sequence[ScoredClaim],
     results: Sequence[ClaimResult],
     tau: float,
     ranker: ErrorRanker | None,
 ) -> None:
-    """Set each result's ``uncertainty`` (module docstring); without a ranker the
-    normalized entropy of its probabilities."""
+    """Set each result's ``uncertainty`` (module docstring): the ranker's P(wrong), else
+    the claim's decision margin (:func:`margin_risk`)."""
     for s, r in zip(claims, results, strict=True):
+        supported = r.verdict == "supported"
         if ranker is None:
-            r.uncertainty = r.probs.uncertainty()
+            raw = max((x.supported for x in s.probs), default=0.0)
+            r.uncertainty = margin_risk(raw, supported, tau)
         else:
             x = risk_features(s, r, tau, len(results))
-            r.uncertainty = ranker.p_wrong(x, r.verdict == "supported")
+            r.uncertainty = ranker.p_wrong(x, supported)

@@ -56,13 +56,32 @@ RESULTS = [
     ("mode", "expected"),
     [
         ("none", []),
-        ("uncertain", [1]),  # uncertainty ≥ 0.8 (the default cut), most uncertain first
+        # B (0.9) is past the default cut 0.8, but D is surely contradicted (0.3): judging B
+        # could not change the answer's decision, so nothing goes
+        ("uncertain", []),
         ("not_supported", [1, 3]),
         ("all", [1, 2, 3, 0]),
     ],
 )
 def test_wants_ranks_by_uncertainty(mode: str, expected: list[int]) -> None:
     assert wants(RESULTS, JudgePolicy(escalate=mode)) == expected
+
+
+def test_uncertain_escalates_the_claims_that_could_flip_the_answer() -> None:
+    cut = JudgePolicy(escalate="uncertain")  # the default cut, 0.8
+    accepted = [_result("A.", "supported", 0.1), _result("C.", "supported", 0.85)]
+    assert wants(accepted, cut) == [1]  # the weakest supported claim may be the error
+    rejected = [
+        _result("A.", "supported", 0.95),
+        _result("B.", "unverifiable", 0.9),
+        _result("D.", "contradicted", 0.82),
+    ]
+    # every rejecting claim is near the threshold: the answer may be right after all; the
+    # claims past the cut go, most uncertain first
+    assert wants(rejected, cut) == [0, 1, 2]
+    sure = [*rejected[:2], _result("D.", "contradicted", 0.2)]
+    assert wants(sure, cut) == []  # D surely rejects it whatever the judge says of B
+    assert wants([], cut) == []
 
 
 def test_max_claims_keeps_the_most_uncertain_and_ids_follow_answer_order() -> None:

@@ -17,6 +17,7 @@ from groundproxy.guards.uncertainty import (
     ErrorRanker,
     error_ranker,
     features_from_claim_row,
+    margin_risk,
     risk_features,
 )
 from groundproxy.policies.schema import local_policy
@@ -49,7 +50,14 @@ def test_a_ranker_sets_the_served_uncertainty(verdict_guard: GuardService) -> No
     policy = local_policy("handbook", retrieval={"index": "handbook"}, latency_budget_ms=60_000)
     verified = verdict_guard.verify_sync(ANSWER, None, [], policy, cache=False)
     plain = decide(verified, policy)
-    assert [r.uncertainty for r in plain] == [r.probs.uncertainty() for r in plain]
+    tau = verified.model_threshold or 0.6
+    # no ranker: the decision margin of the best raw P(supported) over the claim's passages
+    margins = [
+        margin_risk(max(p.supported for p in s.probs), r.verdict == "supported", tau)
+        for s, r in zip(verified.claims, plain, strict=True)
+    ]
+    assert [r.uncertainty for r in plain] == pytest.approx(margins)
+    assert any(r.uncertainty != pytest.approx(r.probs.uncertainty()) for r in plain)
     ranked = decide(replace(verified, ranker=_ranker(-4.0)), policy)
     # claims far from the threshold (a rule's 0.10, a confident support) are surer than 0.5
     assert all(0.0 <= r.uncertainty < 0.5 for r in ranked)
