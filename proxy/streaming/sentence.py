@@ -53,7 +53,7 @@ from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
-from groundproxy.proxy.serving.judging import second_opinion
+from groundproxy.proxy.serving.judging import keep_label, second_opinion
 from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
 from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
@@ -203,6 +203,8 @@ async def sentence_events(
     guard.observe(loaded.policy, report, report.latency_ms / 1000.0)  # once per answer
     if on_report is not None:
         await on_report(report)
+    # judge.labels: the whole streamed answer, judged piece by piece, is one label
+    await keep_label(guard, loaded.policy, report, guarded.question, guarded.context)
     finish = "content_filter" if report.blocked else (out.finish or "stop")
     verdict = report_body(report, loaded.policy_id)
     if (note := tally.note()) is not None:  # beside a request-context note (report_body)

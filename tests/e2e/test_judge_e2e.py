@@ -66,7 +66,7 @@ TENANTS: dict[str, dict[str, Any]] = {
     "j429": {"model": "openai/fail-429"},  # the judge server's own 429
     "jother": {},  # same judge as jall: its cache entries are not jall's
     "jblock": {"model": "openai/slow-5", "timeout_ms": 400},
-    "jsent": {},
+    "jsent": {"labels": True},
     "jhold": {"model": "openai/slow-5"},
 }
 
@@ -291,6 +291,12 @@ def test_streams_buffer_and_sentence(served: dict[str, Any]) -> None:
     assert last["judge"]["escalated"] == 1 and last["judge"]["overturned"] == 1
     assert last["claims"][0]["verdict"] == "contradicted"
     assert "free for all customers" not in text  # the judged verdict was applied before sending
+    # judge.labels in a sentence stream: the whole answer, judged piece by piece, is one label
+    rows = (served["data"] / "jsent" / "feedback.jsonl").read_text(encoding="utf-8").splitlines()
+    labels = [json.loads(r) for r in rows]
+    assert [(r["answer"], r["label_hallucinated"]) for r in labels] == [(ANSWERS["overturn"], 1)]
+    assert labels[0]["claims"] == [{"text": ANSWERS["overturn"], "label": "hallucinated"}]
+    assert labels[0]["context"]  # the request's own passages travel with it
 
     held = _ask(served, "jhold", "agree", stream=True)
     text, last = _last_events(held)
