@@ -32,14 +32,17 @@ Reported per file and pooled:
   and for the fitted variant (our ``lexical`` verifier's constants: alpha 0.9 and
   P(supported) < 0.5, i.e. s < 0.18).
 
-``--limit N`` takes the first N row PAIRS per file (the files alternate ``-ok``/``-hal``
-rows over the same context), so right and wrong answers share their contexts.
+``--limit N`` takes N row PAIRS per file, drawn with ``--seed`` (default 1234) from every
+pair in the file (the files hold an ``-ok`` and a ``-hal`` row over the same context), so
+right and wrong answers share their contexts and no file order (domain, source) decides
+which rows are measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 import time
@@ -61,6 +64,7 @@ from groundproxy.proxy.settings import Settings
 EVAL = SHARED / "eval"
 FILES = ("halueval-qa", "halueval-dialogue", "halueval-summarization")
 SEED_ALPHA, SEED_TAU = 0.5, 0.55
+POOL_SEED = 1234
 FITTED_TAU = -INTERCEPT / SLOPE  # s where the lexical verifier's P(supported) = 0.5
 _CITE = re.compile(r" \[\d+\]")
 
@@ -99,11 +103,29 @@ def _share(xs: list[bool]) -> float:
     return round(sum(xs) / len(xs), 4) if xs else float("nan")
 
 
+def seeded_pairs(rows: list[Row], limit: int, seed: int = POOL_SEED) -> list[Row]:
+    """``limit`` (ok, hal) pairs drawn with ``seed`` from every complete pair of ``rows``
+    (ids ``<stem>-ok`` / ``<stem>-hal``), each pair's rows kept together, pairs in file order."""
+    by_stem: dict[str, dict[str, Row]] = {}
+    for row in rows:
+        stem, _, kind = row.id.rpartition("-")
+        if kind in ("ok", "hal"):
+            by_stem.setdefault(stem, {})[kind] = row
+    stems = [s for s, pair in by_stem.items() if len(pair) == 2]
+    chosen = set(random.Random(seed).sample(stems, min(limit, len(stems))))
+    return [by_stem[s][k] for s in stems if s in chosen for k in ("ok", "hal")]
+
+
 def bench_file(
-    path: Path, limit: int, policy: Policy, guard: GuardService | None, verifier: Verifier
+    path: Path,
+    limit: int,
+    policy: Policy,
+    guard: GuardService | None,
+    verifier: Verifier,
+    seed: int = POOL_SEED,
 ) -> dict[str, Any]:
     """``guard`` None: the pure pipeline without an embedder (TF-IDF ranks the evidence)."""
-    rows = read_rows(path, 2 * limit)
+    rows = seeded_pairs(read_rows(path), limit, seed)
     lexical = LexicalVerifier()
     out: dict[str, list[bool]] = {
         k: []
@@ -200,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=EVAL)
     p.add_argument("--limit", type=int, default=200, help="row pairs per file")
+    p.add_argument("--seed", type=int, default=POOL_SEED, help="draws the row pairs")
     p.add_argument("--verifier", default="default")
     p.add_argument("--files", default=",".join(FILES))
     p.add_argument("--no-embedder", action="store_true", help="rank evidence by TF-IDF only")
@@ -218,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"… {name}", file=sys.stderr, flush=True)
         path = args.data / f"{name}.jsonl"
         results.append(
-            bench_file(path, args.limit, policy, None if args.no_embedder else guard, verifier)
+            bench_file(
+                path, args.limit, policy, None if args.no_embedder else guard, verifier, args.seed
+            )
         )
     results.append(pooled(results))
     print_table(results, verifier.name)
