@@ -32,12 +32,16 @@ row   situation                                  answer       claims → returne
 8     otherwise the strongest such action:       rewrite,     rewrite: corrected (a
       rewrite > flag > annotate                  flag or      contradicted claim with a
                                                  annotate     rule correction) or removed;
+                                                              flagged instead when only a
+                                                              passage's wording denies it
+                                                              (``by_wording``);
                                                               flag: flagged (marker);
                                                               annotate: annotated
 9     row 8 removed every claim                  block        blocked → refusal
 10    trust floor: T of the returned text <      block        blocked → refusal
       ``actions.block_below_trust`` AND a
-      claim is contradicted
+      claim is contradicted (not only
+      ``by_wording``)
 11    the answer ran past ``max_answer_chars``:  unverified   the head as rows 4–10, the
       its tail is not verified                   (block       tail appended (block:
                                                  under row 3) withheld, refusal appended)
@@ -108,7 +112,10 @@ ActFn = Callable[[ClaimResult], ActionName | None]
 
 
 def _used(r: ClaimResult, policy: Policy, act: ActFn | None) -> ActionName | None:
-    return act(r) if act else verdict_action(r.verdict, policy)
+    used = act(r) if act else verdict_action(r.verdict, policy)
+    if used == "rewrite" and r.by_wording and not r.correction:
+        return "flag"  # only a passage's wording denies it: unsure, flag rather than remove
+    return used
 
 
 def answer_action(
@@ -186,7 +193,8 @@ def render(
 def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: float) -> bool:
     """Does the trust floor block this answer? (T of the returned text, and a
     contradicted claim among the results; see the module docstring.)"""
-    contradicted = any(r.verdict == "contradicted" for r in results)
+    # a claim only a passage's wording denies (by_wording) is flagged, not evidence enough
+    contradicted = any(r.verdict == "contradicted" and not r.by_wording for r in results)
     return contradicted and returned_trust < policy.actions.block_below_trust
 
 

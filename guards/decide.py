@@ -158,6 +158,9 @@ def decide_claim(
     i_con = max(range(len(probs)), key=lambda i: probs[i].contradicted)
     sup, con = probs[i_sup], probs[i_con]
 
+    verifier_contradicts = con.contradicted >= contradiction_min and (
+        con.contradicted > con.unverifiable
+    )
     if rule.mismatches:
         idx = rule.evidence_index if rule.evidence_index is not None else i_con
         final = mismatch_probs(probs[idx])
@@ -170,6 +173,7 @@ def decide_claim(
             correction=rule.correction,
             explanation=rule.explanation,
             correction_support=None if correction_probs is None else correction_probs.supported,
+            by_wording=rule.denied_by_wording and not verifier_contradicts,
         )
     if sup.supported >= threshold and sup.uncertainty() <= max_uncertainty and rule.ok:
         return ClaimResult(
@@ -180,7 +184,7 @@ def decide_claim(
             citations=_ranked(evidence, probs, "supported", threshold) or [evidence[i_sup]],
             explanation=f"supported by {evidence[i_sup].ref} (p={sup.supported:.2f})",
         )
-    if con.contradicted >= contradiction_min and con.contradicted > con.unverifiable:
+    if verifier_contradicts:
         why = f"contradicted by {evidence[i_con].ref} (p={con.contradicted:.2f})"
         if not rule.ok:
             why = f"{why}; {rule.explanation}"

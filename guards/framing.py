@@ -24,7 +24,7 @@ import re
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from groundproxy.guards.polarity import Stance, has_negation, stance
+from groundproxy.guards.polarity import Stance, has_negation, stance, words_between
 from groundproxy.guards.slots import WORD, stem
 
 COVER = 0.75  # share of the claim's content words the sentence must hold
@@ -53,7 +53,7 @@ def _negated(text: str, first: int, last: int) -> bool:
         begin = m.end()
     lead = [m.start() for m in _WORD.finditer(text, begin, first)][-LEAD:]
     begin = lead[0] if lead else max(begin, first)
-    return has_negation(_WORD.findall(text, begin, last))
+    return has_negation(words_between(text, begin, last))
 
 
 def frame(claim: str, evidence: str) -> Stance | None:

@@ -78,8 +78,8 @@ def merge(
         }  # fmt: skip
         if o.cached:
             info["cached"] = True
-        if v.verdict == r.verdict:
-            out[i] = dataclasses.replace(r, judge=info)
+        if v.verdict == r.verdict:  # a quoted agreement: sure now, as the verifier would be
+            out[i] = dataclasses.replace(r, judge=info, by_wording=False)
             continue
         said = f"judge {model}: {v.verdict}" + (f' ("{v.quote}")' if v.quote else "")
         out[i] = dataclasses.replace(
@@ -90,6 +90,7 @@ def merge(
             correction_support=r.correction_support if v.verdict == "contradicted" else None,
             explanation=f"{said}; verifier said {r.verdict}: {r.explanation}",
             judge=info,
+            by_wording=False,
         )
     return out
 

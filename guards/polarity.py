@@ -75,6 +75,7 @@ _NEW_CLAUSE = frozenset(("and", "or", "then"))
 _NOT_THE_CASE = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?the\s+case\s+that\b", re.I)
 _RULING = re.compile(r"\s*([A-Za-z]+)\s*:\s*([A-Za-z]+)")
 _SINGLE_OPEN = re.compile(r"(?<![^\s(\[:])['‘](?=\w)")
+_NUMBER_AFTER = re.compile(r"\.?\s?\d")
 _SINGLE_CLOSE = re.compile(r"(?<=\S)['’](?=[\s.,;:!?)\]]|$)")
 
 
@@ -99,7 +100,21 @@ def _clause_start(text: str, begin: int, start: int) -> int:
 def denied(text: str, start: int) -> bool:
     """Is the value starting at ``start`` of ``text`` under a negation in its clause?"""
     begin = _clause_start(text, _sentence_start(text, start), start)
-    return has_negation(_WORD.findall(text, begin, start)[-WINDOW:])
+    words = words_between(text, begin, start)[-WINDOW:]
+    # "have not won since February 2011", "has not fought since beating X in 2013": the
+    # negation is of what came after the date, which it asserts
+    since = max((i for i, w in enumerate(words) if w.lower() == "since"), default=-1)
+    return has_negation(words[since + 1 :])
+
+
+def words_between(text: str, begin: int, end: int) -> list[str]:
+    """The words of ``text[begin:end]`` a negation is looked for in: a number sign ("Wasps
+    No 8", "No. 1 seed") is not the word "no"."""
+    return [
+        m.group()
+        for m in _WORD.finditer(text, begin, end)
+        if not (m.group() == "No" and _NUMBER_AFTER.match(text, m.end()))
+    ]
 
 
 def has_negation(words: Sequence[str]) -> bool:

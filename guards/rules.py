@@ -75,6 +75,13 @@ class RuleResult:
     # supports nothing (its P(supported) is capped in guards.decide)
     hollow: tuple[int, ...] = ()
 
+    @property
+    def denied_by_wording(self) -> bool:
+        """The only mismatch is a passage's wording denying the claim (:mod:`guards.framing`:
+        "… is not waterproof", "Rumours that … are false"), not a value: a heuristic reading
+        of the sentence, so a rewrite flags the claim rather than removing it."""
+        return bool(self.mismatches) and all(e == "denied" for _, e in self.mismatches)
+
 
 def _stem(word: str) -> str:
     w = word.lower().replace("’", "'").removesuffix("'s")

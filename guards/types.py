@@ -121,6 +121,9 @@ class ClaimResult:
     # the LLM judge's word on an escalated claim (guards.judge): {verdict, quote, reason,
     # model, ms, verifier_verdict[, cached]} or {skipped: reason, model}
     judge: dict[str, Any] | None = None
+    # contradicted only by a passage's wording denying it (guards.framing), neither by a value
+    # rule nor by the verifier nor by a judge: unsure, so a rewrite flags it (guards.action)
+    by_wording: bool = False
 
 
 @dataclass

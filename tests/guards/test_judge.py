@@ -3,12 +3,14 @@ parsing, the verbatim-quote check, merging, labels and fail-closed tenants."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from groundproxy.guards.action import claim_action
 from groundproxy.guards.judge import (
     BadJudgement,
     Escalated,
@@ -259,3 +261,18 @@ def test_a_sure_adapter_escalates_nothing() -> None:
     weak = {**data, "fit": {"oof_balanced_accuracy": 0.7}}
     assert not adapter_sure(Adapter.from_dict(weak), verified, confident)
     assert not adapter_sure(Adapter.from_dict({**data, "fit": {}}), verified, confident)
+
+
+def test_a_quoted_judge_verdict_makes_a_wording_denial_sure() -> None:
+    # a claim only a passage's wording denied is flagged under rewrite (guards.action); once
+    # a judge quotes the evidence against it, it is removed like any sure contradiction
+    worded = dataclasses.replace(
+        _result("The robot is waterproof.", "contradicted", 0.05), by_wording=True
+    )
+    policy = local_policy("acme")
+    assert claim_action(worded, policy) == "flagged"
+    quoted = Outcome(JudgeVerdict("contradicted", "warranty of 12 months", "denied"))
+    (sure,) = merge([worded], [[_ev()]], {0: quoted}, "m")
+    assert not sure.by_wording and claim_action(sure, policy) == "removed"
+    unquoted = merge([worded], [[_ev()]], {0: Outcome(skipped="unquoted")}, "m")[0]
+    assert unquoted.by_wording and claim_action(unquoted, policy) == "flagged"

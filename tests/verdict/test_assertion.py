@@ -94,3 +94,30 @@ def test_a_correction_never_comes_from_another_item_named_elsewhere(
     (claim,) = report.claims
     assert claim.correction is None and claim.verdict != "supported"
     assert report.text.startswith("The battery warranty is 10 years")
+
+
+def test_a_claim_only_wording_denies_is_flagged_not_removed(
+    verdict_guard: GuardService,
+) -> None:
+    # the default policy rewrites contradicted claims; before, a claim a passage's wording
+    # denied was removed from the answer like a wrong value — but the reading is a heuristic
+    # (on HaluEval train summaries it fired on as many right answers as wrong ones), so the
+    # claim is flagged and the text kept (issue 29: when unsure, flag instead of rewrite)
+    answer = "The Acme vacuum robot is waterproof. Call support for help."
+    report = guarded(verdict_guard, "frame-rumour", answer)
+    claim = report.claims[0]
+    assert claim.verdict == "contradicted" and "denies" in claim.explanation
+    assert claim.by_wording and claim.action == "flagged"
+    assert report.action == "flag" and "The Acme vacuum robot is waterproof" in report.text
+    # a policy that blocks contradicted claims still blocks it
+    blocked = guarded(verdict_guard, "frame-rumour", answer, actions={"contradicted": "block"})
+    assert blocked.blocked and blocked.action == "block"
+
+
+def test_a_denied_value_is_still_removed(verdict_guard: GuardService) -> None:
+    # a value the evidence denies is not a wording heuristic: rewrite removes the claim (the
+    # only one here, so the answer is blocked: row 9)
+    report = guarded(verdict_guard, "denial-only", "The robot warranty is 10 years.")
+    claim = report.claims[0]
+    assert claim.verdict == "contradicted" and not claim.by_wording
+    assert report.blocked and "10 years" not in report.text
