@@ -195,6 +195,7 @@ def decide_claim(
             con.uncertainty(),
             citations=_ranked(evidence, probs, "contradicted", contradiction_min),
             explanation=why,
+            by_verifier=True,
         )
     final = sup if rule.ok else cap_support(sup, MISSING_CAP, "unverifiable")
     if not rule.ok:

@@ -79,7 +79,7 @@ def merge(
         if o.cached:
             info["cached"] = True
         if v.verdict == r.verdict:  # a quoted agreement: sure now, as the verifier would be
-            out[i] = dataclasses.replace(r, judge=info, by_wording=False)
+            out[i] = dataclasses.replace(r, judge=info, by_wording=False, by_verifier=False)
             continue
         said = f"judge {model}: {v.verdict}" + (f' ("{v.quote}")' if v.quote else "")
         out[i] = dataclasses.replace(
@@ -91,6 +91,7 @@ def merge(
             explanation=f"{said}; verifier said {r.verdict}: {r.explanation}",
             judge=info,
             by_wording=False,
+            by_verifier=False,
         )
     return out
 

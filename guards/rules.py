@@ -8,7 +8,8 @@
 - Value mismatch (always checked): for a quantity no evidence states, the first evidence
   (in rank order) holding a different value with the same unit or noun, near a word the
   claim also uses near its value, gives a *mismatch* and a *correction* — the claim with
-  the evidence's value substituted ("evidence states 12 months, claim states 24 months").
+  the evidence's value substituted ("evidence states 12 months, claim states 24 months");
+  a bound before the value goes with it ("more than 30,000" → "30,621", guards.approx).
   The shared nearby word keeps "won the award in 1980" from being "corrected" by
   "was born in 1950"; and the evidence sentence must hold at least half of the claim's
   content words (it must speak of the same thing), else there is no correction.
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from groundproxy.guards.approx import bound_of
 from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
 from groundproxy.guards.framing import frame
 from groundproxy.guards.polarity import denied, stance
@@ -299,7 +301,9 @@ def check_claim(
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
             mismatch_at, e, _ = found
             mismatches.append((q.display, e.display))
-            swaps.append(_replacement(q, e))
+            span, value = _replacement(q, e)
+            bound = bound_of(claim, q)  # "more than 30,000" → "30,621" (guards.approx)
+            swaps.append(((bound[1], span[1]) if bound else span, value))
             pairs.append((q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
         elif denial is not None and about[denial] and mismatch_at in (None, denial):

@@ -124,6 +124,9 @@ class ClaimResult:
     # contradicted only by a passage's wording denying it (guards.framing), neither by a value
     # rule nor by the verifier nor by a judge: unsure, so a rewrite flags it (guards.action)
     by_wording: bool = False
+    # contradicted by the verifier alone (no value rule, no judge's quote): a removal needs
+    # corroboration, so a rewrite flags it (guards.action); the trust floor still counts it
+    by_verifier: bool = False
 
 
 @dataclass

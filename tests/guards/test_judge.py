@@ -276,3 +276,19 @@ def test_a_quoted_judge_verdict_makes_a_wording_denial_sure() -> None:
     assert not sure.by_wording and claim_action(sure, policy) == "removed"
     unquoted = merge([worded], [[_ev()]], {0: Outcome(skipped="unquoted")}, "m")[0]
     assert unquoted.by_wording and claim_action(unquoted, policy) == "flagged"
+
+
+def test_a_quoted_judge_verdict_makes_a_verifier_only_contradiction_sure() -> None:
+    # a claim only the verifier contradicts (no value rule) is flagged under rewrite
+    # (guards.action: on HaluEval train summaries its removals hit 12 right answers for 15
+    # wrong ones); a judge that quotes the evidence against it makes the removal sure
+    alone = dataclasses.replace(
+        _result("The bridge does not span the river.", "contradicted", 0.05), by_verifier=True
+    )
+    policy = local_policy("acme")
+    assert claim_action(alone, policy) == "flagged"
+    quoted = Outcome(JudgeVerdict("contradicted", "warranty of 12 months", "spans it"))
+    (sure,) = merge([alone], [[_ev()]], {0: quoted}, "m")
+    assert not sure.by_verifier and claim_action(sure, policy) == "removed"
+    skipped = merge([alone], [[_ev()]], {0: Outcome(skipped="timeout")}, "m")[0]
+    assert skipped.by_verifier and claim_action(skipped, policy) == "flagged"

@@ -124,6 +124,22 @@ TENANT_DOCS: dict[str, list[tuple[str, str]]] = {
             "months.\n",
         )
     ],
+    # the verifier alone contradicts "does not span the river" (no value, no denial rule)
+    "bridge": [
+        (
+            "bridge.md",
+            "# Bridge\n\nThe bridge was designed by Gustave Eiffel's company. It spans the "
+            "river.\n",
+        )
+    ],
+    # a count a summary may round or bound ("more than 30,000 claims")
+    "claims-count": [
+        (
+            "claims.md",
+            "# Claims\n\nA CNN analysis of passenger property loss claims filed with the TSA "
+            "from 2010 to 2014 shows 30,621 claims of missing valuables.\n",
+        )
+    ],
     "item50": [
         ("item50.md", "# Item 50\n\nItem 50 is a blue desk lamp. Item 50 costs 150 euros.\n")
     ],

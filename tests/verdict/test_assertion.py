@@ -121,3 +121,33 @@ def test_a_denied_value_is_still_removed(verdict_guard: GuardService) -> None:
     claim = report.claims[0]
     assert claim.verdict == "contradicted" and not claim.by_wording
     assert report.blocked and "10 years" not in report.text
+
+
+def test_a_claim_only_the_verifier_contradicts_is_flagged_not_removed(
+    verdict_guard: GuardService,
+) -> None:
+    # before: the verifier's contradiction alone (no value rule, no judge) removed the claim
+    # under the default rewrite; on HaluEval train summaries such removals hit 12 right
+    # answers for 15 wrong ones (900 pairs, seed 99), so a removal needs corroboration and
+    # the claim is flagged, its text kept (issue 29: when unsure, flag instead of rewrite)
+    answer = "The bridge was designed by Gustave Eiffel's company. It does not span the river."
+    report = guarded(verdict_guard, "bridge", answer)
+    claim = report.claims[1]
+    assert claim.verdict == "contradicted" and claim.explanation.startswith("contradicted by")
+    assert claim.by_verifier and not claim.by_wording and claim.action == "flagged"
+    assert report.action == "flag" and "It does not span the river" in report.text
+    # still contradicted for the trust score, and a policy that blocks contradicted claims
+    # still blocks it
+    assert report.trust is not None and report.trust < 0.7
+    blocked = guarded(verdict_guard, "bridge", answer, actions={"contradicted": "block"})
+    assert blocked.blocked and blocked.action == "block"
+
+
+def test_a_bound_is_corrected_with_its_words(verdict_guard: GuardService) -> None:
+    # before: "more than 30,000 claims" was "corrected" to "more than 30,621 claims" (a
+    # HaluEval train summary), which the document does not say either
+    answer = "TSA received more than 30,000 claims of missing valuables between 2010-2014."
+    report = guarded(verdict_guard, "claims-count", answer)
+    (claim,) = report.claims
+    assert claim.correction == answer.replace("more than 30,000", "30,621")
+    assert "more than 30,621" not in report.text
