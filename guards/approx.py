@@ -49,7 +49,5 @@ def bound_of(text: str, q: Quantity) -> tuple[Bound, int] | None:
     m = _BEFORE.search(text[start : q.span[0]])
     if m is None:
         return None
-    kind = m.lastgroup
-    if kind not in ("at_least", "at_most"):
-        return None
-    return kind, start + m.start()  # type: ignore[return-value]
+    kind: Bound = "at_least" if m.group("at_least") else "at_most"
+    return kind, start + m.start()

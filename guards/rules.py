@@ -184,12 +184,15 @@ def _comparable(q: Quantity, e: Quantity) -> bool:
     return True
 
 
-def _replacement(q: Quantity, e: Quantity) -> tuple[tuple[int, int], str]:
-    """The claim span to replace and its new text: the evidence's value in the claim's
-    style; value and unit together when the units differ ("2 years" → "12 months")."""
+def _replacement(text: str, q: Quantity, e: Quantity) -> tuple[tuple[int, int], str]:
+    """The span of ``text`` to replace and its new text: the evidence's value in the claim's
+    style; value and unit together when the units differ ("2 years" → "12 months"); a
+    bound's words go with the value ("more than 30,000" → "30,621", :mod:`guards.approx`)."""
+    span, value = q.span, _value_text(q, e)
     if q.unit != e.unit and q.kind == "number":
-        return q.display_span, e.display
-    return q.span, _value_text(q, e)
+        span, value = q.display_span, e.display
+    bound = bound_of(text, q)
+    return ((bound[1], span[1]) if bound else span), value
 
 
 def _value_text(q: Quantity, e: Quantity) -> str:
@@ -301,9 +304,7 @@ def check_claim(
         if found is not None and (mismatch_at is None or found[0] == mismatch_at):
             mismatch_at, e, _ = found
             mismatches.append((q.display, e.display))
-            span, value = _replacement(q, e)
-            bound = bound_of(claim, q)  # "more than 30,000" → "30,621" (guards.approx)
-            swaps.append(((bound[1], span[1]) if bound else span, value))
+            swaps.append(_replacement(claim, q, e))
             pairs.append((q, e))
             notes.append(f"evidence states {e.display}, claim states {q.display}")
         elif denial is not None and about[denial] and mismatch_at in (None, denial):
@@ -364,7 +365,7 @@ def same_correction(text: str, swaps: Sequence[tuple[Quantity, Quantity]]) -> st
     """``text`` with each value a correction replaced (``swaps``: claim value → evidence
     value) replaced the same way, or None when ``text`` states none of them."""
     edits = [
-        _replacement(q, e)
+        _replacement(text, q, e)
         for q in _quantities(text)
         for wrong, e in swaps
         if q.unit_key() == wrong.unit_key() and q.same_value(wrong)

@@ -10,7 +10,7 @@ import pytest
 
 from groundproxy.guards.approx import bound_of
 from groundproxy.guards.quantities import extract_quantities
-from groundproxy.guards.rules import check_claim
+from groundproxy.guards.rules import check_claim, same_correction
 
 TSA = (
     "A CNN analysis of passenger property loss claims filed with the TSA from 2010 to 2014 "
@@ -64,3 +64,11 @@ def test_a_bound_the_evidence_breaks_is_corrected_with_its_words() -> None:
     assert result.correction == f"TSA received 30,621 claims of missing valuables{SINCE}"
     exact = check_claim(f"TSA received 30,000 claims of missing valuables{SINCE}", [TSA])
     assert exact.correction == f"TSA received 30,621 claims of missing valuables{SINCE}"
+
+
+def test_the_same_correction_elsewhere_drops_the_bound_too() -> None:
+    # the text another piece of the answer states the value in is edited the same way
+    swaps = check_claim(f"TSA received more than 40,000 claims of missing valuables{SINCE}", [TSA])
+    assert same_correction("In all, over 40,000 claims were filed.", swaps.swaps) == (
+        "In all, 30,621 claims were filed."
+    )

@@ -263,32 +263,26 @@ def test_a_sure_adapter_escalates_nothing() -> None:
     assert not adapter_sure(Adapter.from_dict({**data, "fit": {}}), verified, confident)
 
 
-def test_a_quoted_judge_verdict_makes_a_wording_denial_sure() -> None:
-    # a claim only a passage's wording denied is flagged under rewrite (guards.action); once
-    # a judge quotes the evidence against it, it is removed like any sure contradiction
-    worded = dataclasses.replace(
-        _result("The robot is waterproof.", "contradicted", 0.05), by_wording=True
-    )
+@pytest.mark.parametrize(
+    ("unsure", "claim", "skip"),
+    [
+        ("by_wording", "The robot is waterproof.", "unquoted"),
+        ("by_verifier", "The bridge does not span the river.", "timeout"),
+    ],
+)
+def test_a_quoted_judge_verdict_makes_an_unsure_contradiction_sure(
+    unsure: str, claim: str, skip: str
+) -> None:
+    # a claim only a passage's wording denied, or only the verifier contradicts (no value
+    # rule: on HaluEval train summaries those removals hit 12 right answers for 15 wrong
+    # ones), is flagged under rewrite (guards.action); once a judge quotes the evidence
+    # against it, it is removed like any sure contradiction; a skipped judge changes nothing
+    flags: dict[str, Any] = {unsure: True}
+    flagged = dataclasses.replace(_result(claim, "contradicted", 0.05), **flags)
     policy = local_policy("acme")
-    assert claim_action(worded, policy) == "flagged"
+    assert claim_action(flagged, policy) == "flagged"
     quoted = Outcome(JudgeVerdict("contradicted", "warranty of 12 months", "denied"))
-    (sure,) = merge([worded], [[_ev()]], {0: quoted}, "m")
-    assert not sure.by_wording and claim_action(sure, policy) == "removed"
-    unquoted = merge([worded], [[_ev()]], {0: Outcome(skipped="unquoted")}, "m")[0]
-    assert unquoted.by_wording and claim_action(unquoted, policy) == "flagged"
-
-
-def test_a_quoted_judge_verdict_makes_a_verifier_only_contradiction_sure() -> None:
-    # a claim only the verifier contradicts (no value rule) is flagged under rewrite
-    # (guards.action: on HaluEval train summaries its removals hit 12 right answers for 15
-    # wrong ones); a judge that quotes the evidence against it makes the removal sure
-    alone = dataclasses.replace(
-        _result("The bridge does not span the river.", "contradicted", 0.05), by_verifier=True
-    )
-    policy = local_policy("acme")
-    assert claim_action(alone, policy) == "flagged"
-    quoted = Outcome(JudgeVerdict("contradicted", "warranty of 12 months", "spans it"))
-    (sure,) = merge([alone], [[_ev()]], {0: quoted}, "m")
-    assert not sure.by_verifier and claim_action(sure, policy) == "removed"
-    skipped = merge([alone], [[_ev()]], {0: Outcome(skipped="timeout")}, "m")[0]
-    assert skipped.by_verifier and claim_action(skipped, policy) == "flagged"
+    (sure,) = merge([flagged], [[_ev()]], {0: quoted}, "m")
+    assert not getattr(sure, unsure) and claim_action(sure, policy) == "removed"
+    skipped = merge([flagged], [[_ev()]], {0: Outcome(skipped=skip)}, "m")[0]  # type: ignore[arg-type]
+    assert getattr(skipped, unsure) and claim_action(skipped, policy) == "flagged"
