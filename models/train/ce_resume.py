@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PLAN_KEYS = ("steps", "batch_size", "lr", "warmup", "cap", "freeze_word_embeddings")
+PLAN_KEYS = (
+    "steps",
+    "batch_size",
+    "lr",
+    "warmup",
+    "cap",
+    "freeze_word_embeddings",
+    "nli_cap",
+    "nli_share",
+)
 
 
 class PlanMismatchError(ValueError):
@@ -39,7 +48,7 @@ class Progress:
 
 def plan_of(settings: dict[str, Any], data_sha256: dict[str, str]) -> dict[str, Any]:
     """The settings that define a plan, as saved in ``resume/plan.json``."""
-    return {**{k: settings[k] for k in PLAN_KEYS}, "data_sha256": data_sha256}
+    return {**{k: settings.get(k) for k in PLAN_KEYS}, "data_sha256": data_sha256}
 
 
 def _check_plan(saved: dict[str, Any], plan: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from groundproxy.models.ce_window import MAX_LENGTH, encode
-from groundproxy.models.train import ce_resume
+from groundproxy.models.train import ce_resume, nli
 from groundproxy.models.train.fit import best_threshold, per_source_metrics
 from groundproxy.models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
 
@@ -129,6 +129,12 @@ def train(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     set_seeds()
     records, pairs, files = collect_examples(args.data, cap=args.cap if args.cap > 0 else 10**9)
+    data_sha = {f"train/{p.name}": sha256_file(p) for p in files}
+    if args.nli is not None:
+        nli_records, nli_pairs = nli.nli_examples(args.nli, args.nli_cap, args.nli_research)
+        records, pairs = records + nli_records, pairs + nli_pairs
+        data_sha[f"nli/{args.nli.name}"] = sha256_file(args.nli)
+        print(f"nli: {len(nli_pairs)} pairs from {args.nli.name}", file=sys.stderr, flush=True)
     base = [i for i, r in enumerate(records) if r["kind"] != "val_sentence"]
     tr = [i for i in base if records[i]["split"] == "train"]
     va = [i for i in base if records[i]["split"] == "val" and records[i]["source"] != "synthetic"]
@@ -152,15 +158,18 @@ def train(args: argparse.Namespace) -> None:
         flush=True,
     )
     target = torch.tensor([records[i]["target"] for i in tr], dtype=torch.long)
-    probs = sample_weights(
-        [records[i]["source"] for i in tr], [records[i]["hallucinated"] for i in tr]
+    tr_sources = [records[i]["source"] for i in tr]
+    probs = nli.mixed_weights(
+        tr_sources,
+        sample_weights(tr_sources, [records[i]["hallucinated"] for i in tr]),
+        args.nli_share,
     )
     lengths = np.array([len(x) for x in enc_tr["input_ids"]])
     if args.freeze_word_embeddings:  # 30k×384 of 22M weights: most of AdamW's work
         model.base_model.embeddings.word_embeddings.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
-    plan = ce_resume.plan_of(vars(args), {f"train/{p.name}": sha256_file(p) for p in files})
+    plan = ce_resume.plan_of(vars(args), data_sha)
     progress = ce_resume.Progress()
     if args.steps:
         progress = ce_resume.load(args.out, plan, model, opt, args.fresh)
@@ -238,8 +247,11 @@ def train(args: argparse.Namespace) -> None:
     val_s = time.time() - t0
     src = np.array([records[i]["source"] for i in va])
     hal = np.array([records[i]["hallucinated"] for i in va])
-    thr, thr_ba = best_threshold(src, hal, p_va[:, 0])
+    fact = np.array([not s.startswith("nli:") for s in src.tolist()])
+    # the threshold serves fact-check claims: chosen on the held-out train/ sources only
+    thr, thr_ba = best_threshold(src[fact], hal[fact], p_va[fact, 0])
     val = per_source_metrics(src, hal, p_va[:, 0], thr)
+    nli_val = nli_accuracy([records[i] for i in va], p_va)
     args.out.mkdir(parents=True, exist_ok=True)
     model.to("cpu").save_pretrained(str(args.out))
     tok.save_pretrained(str(args.out))
@@ -250,7 +262,7 @@ def train(args: argparse.Namespace) -> None:
         "threshold": thr,
         "threshold_note": "hallucinated if P(entailment) < threshold; maximizes mean "
         "per-source balanced accuracy on held-out TRAIN contexts (validation split)",
-        "data_files": {f"train/{p.name}": sha256_file(p) for p in files},
+        "data_files": data_sha,
         "settings": {
             **{k: str(v) for k, v in vars(args).items()},
             "seed": SEED,
@@ -273,12 +285,22 @@ def train(args: argparse.Namespace) -> None:
             "threshold_mean_balanced_accuracy": round(thr_ba, 4),
             "mean_roc_auc": round(float(np.mean([d["roc_auc"] for d in val.values()])), 4),
             "per_source": {k: {m: round(v, 4) for m, v in d.items()} for k, d in val.items()},
+            "nli_three_way_accuracy": nli_val,
         },
     }
     (args.out / "ce_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(
         json.dumps({k: v for k, v in manifest.items() if k != "data_files"}, indent=1), flush=True
     )
+
+
+def nli_accuracy(records: list[dict[str, Any]], probs: np.ndarray) -> dict[str, float]:
+    """Three-way accuracy on the held-back rows of each NLI set that has ``label3``."""
+    hits: dict[str, list[int]] = {}
+    for rec, p in zip(records, probs, strict=True):
+        if rec.get("kind") == "nli" and rec.get("three_way"):
+            hits.setdefault(rec["source"], []).append(int(int(np.argmax(p)) == rec["target"]))
+    return {k: round(float(np.mean(v)), 4) for k, v in sorted(hits.items())}
 
 
 def default_checkpoint() -> Path:
@@ -311,6 +333,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-steps", type=int, default=-1, help="steps this run may take (--steps; -1: all)"
     )
     ap.add_argument("--cap", type=int, default=1500, help="rows per train file (0: every row)")
+    ap.add_argument(
+        "--nli",
+        type=Path,
+        default=None,
+        help="also train on this NLI file (../shared/data/nli/nli-permissive.jsonl.gz)",
+    )
+    ap.add_argument("--nli-cap", type=int, default=0, help="rows per NLI set (0: every row)")
+    ap.add_argument(
+        "--nli-share", type=float, default=0.5, help="share of the batches drawn from --nli"
+    )
+    ap.add_argument(
+        "--nli-research",
+        action="store_true",
+        help="allow the restricted NLI file (a research variant only, never shipped)",
+    )
     ap.add_argument("--device", default="auto", help="auto (GPU when there is one), cpu, cuda")
     ap.add_argument(
         "--backbone",
