@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pickle
 import random
 import statistics
@@ -123,18 +124,88 @@ def extract(split: str, n: int, work: Path, names: tuple[str, str], only: list[s
                 )
                 v = verify(item.answer, question=item.question, policy=policy, verifier=rec,
                            evidence_for=evidence)  # fmt: skip
-                zero = [
-                    _zero(decide(v, policy)),
-                    _zero(decide(as_b(v, rec.b_probs, tau_b, bar_b), policy)),
-                ]
+                res = [decide(v, policy), decide(as_b(v, rec.b_probs, tau_b, bar_b), policy)]
+                zero = [_zero(res[0]), _zero(res[1])]
+                per_claim = [[(c.verdict, c.uncertainty) for c in rs] for rs in res]
                 done.append({"id": r.get("id"), "label": int(r["label_hallucinated"]),
-                             "zero": zero, "claims": len(v.claims), "ms": rec.ms})  # fmt: skip
+                             "zero": zero, "claims": len(v.claims), "ms": rec.ms,
+                             "per_claim": per_claim})  # fmt: skip
                 where.write_bytes(pickle.dumps(done))
             print(f"{path.stem}: {len(done)} rows", flush=True)
 
 
 def _zero(results: list[Any]) -> int:
     return int(any(r.verdict != "supported" for r in results))
+
+
+def ladder(row: dict[str, Any], share: float, margin: float) -> tuple[int, int, float]:
+    """The ladder on one answer, from its per-claim verdicts under A and B: the claims A is
+    unsure of (uncertainty ≥ ``margin``, most unsure first, at most ``share`` of the
+    answer's claims, at least one when any qualifies) take B's verdict.
+
+    Returns (hallucinated?, claims escalated, the answer's uncertainty after the ladder: the
+    weakest supported claim's when every claim is supported, else the surest rejecting
+    claim's — the served rule)."""
+    a, b = row["per_claim"]
+    if not a:
+        return 0, 0, 0.0
+    cap = math.ceil(share * len(a) - 1e-9) if share > 0 else 0
+    unsure = sorted((i for i, (_, u) in enumerate(a) if u >= margin), key=lambda i: -a[i][1])
+    picked = set(unsure[:cap])
+    final = [b[i] if i in picked else a[i] for i in range(len(a))]
+    rejecting = [u for v, u in final if v != "supported"]
+    risk = min(rejecting) if rejecting else max(u for _, u in final)
+    return int(bool(rejecting)), len(picked), risk
+
+
+def ladder_table(split: str, work: Path, share: float, margin: float) -> str:
+    """Balanced accuracy of A alone, the ladder (A, then B on A's unsure claims) and B on
+    every claim; the share of claims escalated; the ROC-AUC with which each answer's
+    uncertainty ranks A's and the ladder's own errors."""
+    lines = [
+        f"ladder: B on claims with A's uncertainty >= {margin}, at most {share:.0%} of an answer's",
+        f"{'file':24} {'rows':>4} {'A':>7} {'ladder':>7} {'B':>7} {'escal.':>7} "
+        f"{'AUROC A':>8} {'AUROC L':>8}",
+    ]
+    cols: list[list[float]] = [[], [], [], [], [], []]
+    for where in sorted(work.glob("*.pkl")):
+        rows = [r for r in pickle.loads(where.read_bytes()) if "per_claim" in r]
+        y = [r["label"] for r in rows]
+        if len(set(y)) < 2:
+            continue
+        lad = [ladder(r, share, margin) for r in rows]
+        a_risk = [ladder(r, 0.0, 2.0)[2] for r in rows]
+        acc = [
+            balanced_accuracy(y, [r["zero"][0] for r in rows]),
+            balanced_accuracy(y, [h for h, _, _ in lad]),
+            balanced_accuracy(y, [r["zero"][1] for r in rows]),
+        ]
+        esc = sum(n for _, n, _ in lad) / max(1, sum(r["claims"] for r in rows))
+        err_a = [int(r["zero"][0] != t) for r, t in zip(rows, y, strict=True)]
+        err_l = [int(h != t) for (h, _, _), t in zip(lad, y, strict=True)]
+        auc = [_auc(err_a, a_risk), _auc(err_l, [k for _, _, k in lad])]
+        for c, v in zip(cols, [*acc, esc, *auc], strict=True):
+            c.append(v)
+        lines.append(
+            f"{where.stem:24} {len(rows):>4} {acc[0]:>7.3f} {acc[1]:>7.3f} {acc[2]:>7.3f} "
+            f"{esc:>7.1%} {auc[0]:>8.3f} {auc[1]:>8.3f}"
+        )
+    if cols[0]:
+        m = [statistics.mean(c) for c in cols]
+        lines.append(
+            f"{'MEAN':24} {'':>4} {m[0]:>7.3f} {m[1]:>7.3f} {m[2]:>7.3f} {m[3]:>7.1%} "
+            f"{m[4]:>8.3f} {m[5]:>8.3f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _auc(errors: list[int], risk: list[float]) -> float:
+    """ROC-AUC of ``risk`` for ``errors`` (nan when all or none are errors)."""
+    if len(set(errors)) < 2:
+        return float("nan")
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(errors, risk))
 
 
 def table(split: str, work: Path, names: tuple[str, str]) -> str:
@@ -174,12 +245,24 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--ladder",
+        nargs="+",
+        type=float,
+        metavar="SHARE MARGIN",
+        default=None,
+        help="also simulate the ladder: B on A's unsure claims (uncertainty >= MARGIN), "
+        "at most SHARE of each answer's claims (rounded up); several MARGINs: one table each",
+    )
     args = ap.parse_args()
     names = (args.a, args.b)
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         extract(args.split, args.rows, args.work, names, args.only)
     text = table(args.split, args.work, names)
+    if args.ladder:
+        for margin in args.ladder[1:]:
+            text += "\n" + ladder_table(args.split, args.work, args.ladder[0], margin)
     print(text)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
