@@ -10,9 +10,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+# the policy's action names, defined once (re-exported for the guard's modules)
+from groundproxy.policies.schema import ActionName as ActionName
+
 Verdict = Literal["supported", "contradicted", "unverifiable"]
 VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "unverifiable")
-ActionName = Literal["annotate", "flag", "rewrite", "block"]
 AnswerAction = Literal["none", "annotate", "flag", "rewrite", "block", "unverified"]
 ClaimAction = Literal[
     "kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"

@@ -17,6 +17,9 @@ Fakes (each typed as its protocol, kept in memory, recording what it was asked):
 - :mod:`groundproxy.testing.fake_upstream_client` — ``FakeUpstream`` (``Upstream``): the
   scripted upstream's answers and failure models in process
   (``build_app(settings, build_deps(settings).replace(upstream=FakeUpstream(rules)))``).
+- :mod:`groundproxy.testing.fake_judge` — ``FakeJudge`` (``JudgeCaller``): the LLM judge's
+  replies you script (a string, or a function of the call), a delay or an error; it keeps
+  every call it got.
 - :mod:`groundproxy.testing.clock` — ``FakeClock``, the serving path's clock moved by hand
   (``build_deps(settings).replace(clock=FakeClock(step=0.25))``).
 

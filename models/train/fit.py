@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +76,24 @@ def best_threshold(sources: Arr, halluc: Arr, p_sup: Arr) -> tuple[float, float]
     return best
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One head to try: hidden layer widths (none: linear), epochs and optimizer settings."""
+
+    hidden: list[int]
+    epochs: int
+    lr: float
+    wd: float
+    dropout: float
+
+
 def train_candidate(
-    x: Arr,
-    target: Arr,
-    weight: Arr,
-    xv: Arr,
-    val_eval: Any,
-    hidden: list[int],
-    epochs: int,
-    lr: float,
-    wd: float,
-    dropout: float,
+    x: Arr, target: Arr, weight: Arr, xv: Arr, val_eval: Any, spec: Candidate
 ) -> tuple[Any, int, float]:
+    """Train ``spec`` on (x, target, weight); keep the epoch ``val_eval`` scores best on xv."""
     import torch
+
+    hidden, epochs, lr, wd, dropout = spec.hidden, spec.epochs, spec.lr, spec.wd, spec.dropout
 
     torch.manual_seed(SEED)
     layers: list[torch.nn.Module] = []
@@ -247,18 +253,14 @@ def main() -> None:
     results = []
     for c in candidates:
         t0 = time.time()
-        net, epoch, score = train_candidate(
-            z_tr,
-            target[tr],
-            weight[tr],
-            z_va,
-            val_eval,
-            c["hidden"],
-            args.linear_epochs if not c["hidden"] else args.epochs,
-            c["lr"],
-            c["wd"],
-            c["dropout"],
+        spec = Candidate(
+            hidden=c["hidden"],
+            epochs=args.linear_epochs if not c["hidden"] else args.epochs,
+            lr=c["lr"],
+            wd=c["wd"],
+            dropout=c["dropout"],
         )
+        net, epoch, score = train_candidate(z_tr, target[tr], weight[tr], z_va, val_eval, spec)
         results.append({**c, "net": net, "epoch": epoch, "val_macro_auc": score})
         print(
             f"{c['name']}: best epoch {epoch} val macro AUC {score:.4f} ({time.time() - t0:.0f}s)",
