@@ -154,9 +154,9 @@ def table(work: Path, names: tuple[str, str], strong_bars: tuple[float | None, f
             "lexical": [int(p < 0.5) for p in lex],
         }
         shares["strong"].append(1.0)
-        for c, s in grid:
-            out = [ladder_row(r, strong_bars, ladder_policy(c, s)) for r in rows]
-            key = f"u{c}/s{s}"
+        for cut, share in grid:
+            out = [ladder_row(r, strong_bars, ladder_policy(cut, share)) for r in rows]
+            key = f"u{cut}/s{share}"
             preds[key] = [p for p, _, _ in out]
             shares[key].append(sum(k for _, k, _ in out) / n_claims)
             ms[key].append(statistics.mean(m for _, _, m in out))
@@ -179,10 +179,11 @@ def table(work: Path, names: tuple[str, str], strong_bars: tuple[float | None, f
             + " ".join(f"{statistics.mean(ms[c]) if ms[c] else 0.0:>11.1f}" for c in cols)
         )
         wins = []
-        for c, s in grid:
-            pairs = list(zip(accs[f"u{c}/s{s}"], accs["fast"], strict=True))
+        for cut, share in grid:
+            key = f"u{cut}/s{share}"
+            pairs = list(zip(accs[key], accs["fast"], strict=True))
             better, worse = sum(a > b for a, b in pairs), sum(a < b for a, b in pairs)
-            wins.append(f"u{c}/s{s}: better on {better}, worse on {worse}")
+            wins.append(f"{key}: better on {better}, worse on {worse}")
         lines.append("vs fast alone, files: " + "; ".join(wins))
     return "\n".join(lines) + "\n"
 
