@@ -122,7 +122,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     try:
         procs.append(start_fake_upstream(up_port, root / "up.json"))
         procs.append(start_fake_upstream(judge_port, root / "judge.json", root / "judge.log"))
-        procs.append(start_proxy(port, policies, data, log_path=root / "proxy.log"))
+        # the ladder's two ONNX verifiers warm up before ready: slow on a busy 2-core machine
+        procs.append(start_proxy(port, policies, data, log_path=root / "proxy.log", timeout_s=600))
         yield {"url": f"http://127.0.0.1:{port}", "judge": judge_port, "data": data}
     finally:
         for proc in reversed(procs):
