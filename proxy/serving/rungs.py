@@ -75,7 +75,7 @@ def rungs_for(
     """Stage 1's verifiers for one answer under ``policy`` (module docstring); ``cache``:
     the strong verifier behind the tenant's verdict cache, as the fast one is."""
     name = strong_name(policy)
-    if name is None:
+    if name is None or name == fast.name:  # the fast rung is the strong one: nothing to climb
         return Rungs(fast)
     try:
         strong = guard.verifier(name)
