@@ -79,7 +79,10 @@ def merge(
         if o.cached:
             info["cached"] = True
         if v.verdict == r.verdict:  # a quoted agreement: sure now, as the verifier would be
-            out[i] = dataclasses.replace(r, judge=info, by_wording=False, by_verifier=False)
+            out[i] = dataclasses.replace(
+                r, judge=info, by_wording=False, by_verifier=False, rung="judge",
+                rung_verifier=model,
+            )  # fmt: skip
             continue
         said = f"judge {model}: {v.verdict}" + (f' ("{v.quote}")' if v.quote else "")
         out[i] = dataclasses.replace(
@@ -92,6 +95,8 @@ def merge(
             judge=info,
             by_wording=False,
             by_verifier=False,
+            rung="judge",
+            rung_verifier=model,
         )
     return out
 

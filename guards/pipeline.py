@@ -35,6 +35,7 @@ from groundproxy.guards.action import apply
 from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
 from groundproxy.guards.evidence_vectors import RequestVectors, encode_sliced
 from groundproxy.guards.failures import unverified_report
+from groundproxy.guards.ladder import Rungs
 from groundproxy.guards.request_evidence import RequestContext, request_evidence
 from groundproxy.guards.stages import EvidenceFn, Verified, verify
 from groundproxy.guards.types import (
@@ -136,13 +137,15 @@ def gather_evidence(
 
 @dataclass(frozen=True)
 class Backends:
-    """What the guard runs on: the verifier, and for evidence an embedder and a tenant index
+    """What the guard runs on: the verifier (the ladder's fast rung; ``strong``, its strong
+    rung under ``verifier.ladder``), and for evidence an embedder and a tenant index
     (without an index: the request's own messages only; without an embedder they are ranked
     by TF-IDF)."""
 
     verifier: Verifier
     embedder: Embedder | None = None
     index: EvidenceSource | None = None
+    strong: Verifier | None = None  # the ladder's strong rung (guards.ladder), when on
 
 
 def run_guard(
@@ -163,7 +166,7 @@ def run_guard(
         answer,
         question=question,
         policy=policy,
-        verifier=backends.verifier,
+        verifier=Rungs(backends.verifier, backends.strong),
         evidence_for=evidence_fn(context, policy, backends.embedder, backends.index, question),
     )
     return apply(with_context(verified, context), policy)

@@ -5,8 +5,12 @@ claims[{text, span, verdict, probs, uncertainty,
 citations[{doc, chunk, score, quote, span, content_hash,
 index_version}], action, correction (only when set),
 explanation, conflict (only when the request and the documents disagreed), judge (only
-for a claim escalated to the judge, guards.judge)}], plus latency_ms, verifier and
-unverified, and judge (the judge's figures, when the policy escalates); when the request's
+for a claim escalated to the judge, guards.judge), rung and rung_verifier (which rung of the
+verifier ladder decided it: fast, strong or judge, guards.ladder; absent for a claim no
+verifier scored), rung_skipped (only for an unsure claim the strong rung did not score:
+budget, share or error)}], plus latency_ms, verifier and unverified, judge (the judge's
+figures, when the policy escalates) and ladder (claims per rung and skipped, also the header
+``x-groundproxy-ladder``, when a claim was scored by a verifier); when the request's
 context was too large to verify whole within the cap or the budget (guards.request_evidence),
 ``context`` {passages, verified, capped} and a ``notes`` line, and the header
 ``x-groundproxy-context``. Header names are lower-case and their values are header-safe (no
@@ -19,6 +23,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
+from groundproxy.guards.ladder import ladder_counts
 from groundproxy.guards.types import VERDICTS, ClaimResult, Evidence, GuardReport
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
@@ -59,6 +64,11 @@ def _claim(r: ClaimResult) -> dict[str, Any]:
         out["conflict"] = r.conflict
     if r.judge is not None:
         out["judge"] = r.judge
+    if r.rung is not None:
+        out["rung"] = r.rung
+        out["rung_verifier"] = r.rung_verifier
+    if r.rung_skipped is not None:
+        out["rung_skipped"] = r.rung_skipped
     return out
 
 
@@ -82,7 +92,15 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
         body["notes"] = [context_note(report)]
     if report.judge is not None:
         body["judge"] = report.judge
+    if (ladder := ladder_counts(report.claims)) is not None:
+        body["ladder"] = ladder
     return body
+
+
+def ladder_header(counts: dict[str, int]) -> str:
+    """``fast=N; strong=M; judge=J; skipped=K`` and, when K > 0, the skips by reason
+    (``skipped_budget=…``; header ``x-groundproxy-ladder``)."""
+    return "; ".join(f"{k}={v}" for k, v in counts.items())
 
 
 def judge_header(figures: dict[str, Any]) -> str:
@@ -173,4 +191,6 @@ def report_headers(
         )
     if report.judge is not None:
         headers["x-groundproxy-judge"] = judge_header(report.judge)
+    if (ladder := ladder_counts(report.claims)) is not None:
+        headers["x-groundproxy-ladder"] = ladder_header(ladder)
     return {k: header_safe(v) for k, v in headers.items()}

@@ -15,6 +15,7 @@ streamed answer and the CLI all go through the same two stages.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,16 @@ from groundproxy.guards.decide import (
     model_threshold,
     resolve_threshold,
 )
+from groundproxy.guards.ladder import (
+    NO_LADDER,
+    LadderSkip,
+    Rungs,
+    StrongRung,
+    as_rungs,
+    budget_end,
+    rescore,
+    select,
+)
 from groundproxy.guards.rules import RuleResult
 from groundproxy.guards.sentences import Stop, guard_cut
 from groundproxy.guards.types import (
@@ -41,7 +52,7 @@ from groundproxy.guards.types import (
     Probs,
     Verifier,
 )
-from groundproxy.guards.uncertainty import ErrorRanker, error_ranker, rank_errors
+from groundproxy.guards.uncertainty import ErrorRanker, claim_risk, error_ranker, rank_errors
 from groundproxy.policies.schema import Policy
 
 EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
@@ -49,7 +60,7 @@ EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
 # between them; an ordinary answer (a few claims) is one evidence call and one batch.
 CLAIM_BATCH = 16
 VERIFY_BATCH = 64
-STAGES = ("split", "evidence", "rules", "verifier")  # Verified.stage_ms, in order
+STAGES = ("split", "evidence", "rules", "verifier")  # Verified.stage_ms, in order (+ "ladder")
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,8 @@ class ScoredClaim:
     rule: RuleResult
     correction_probs: Probs | None = None  # the rule correction, scored by the verifier
     conflict: str | None = None  # request vs documents (guards.conflicts)
+    strong: StrongRung | None = None  # the ladder's strong rung scored it (guards.ladder)
+    skipped: LadderSkip | None = None  # the ladder wanted the strong rung, did not run it
 
 
 @dataclass(frozen=True)
@@ -90,12 +103,15 @@ def verify(
     *,
     question: str | None,
     policy: Policy,
-    verifier: Verifier,
+    verifier: Verifier | Rungs,
     evidence_for: EvidenceFn,
     halt: Stop | None = None,
 ) -> Verified:
     """Stage 1. Backend failures raise :class:`GuardError` (domain errors pass as they are).
     A calibrated threshold in force is the caller's to set (``Verified.threshold``).
+
+    ``verifier``: the one verifier, or the ladder's :class:`Rungs` — the fast rung scores
+    every claim, then the strong rung the claims it is unsure of (:func:`climb`).
 
     Only the first ``policy.max_answer_chars`` (cut at a sentence end) are verified; the
     rest is :attr:`Verified.tail`, returned unverified by :func:`apply`. ``halt`` (true
@@ -103,6 +119,8 @@ def verify(
     verifier batches: :class:`GuardTimeoutError` then, so abandoned work stops.
     """
     started = time.perf_counter()
+    rungs = as_rungs(verifier)
+    verifier = rungs.fast
     cut = guard_cut(answer, policy.max_answer_chars)
     answer, tail = answer[:cut], answer[cut:]
     marks = [time.perf_counter()]
@@ -121,14 +139,9 @@ def verify(
         pairs: list[Pair] = []
         owners: list[tuple[int, int]] = []  # (claim index, evidence index or -1 = correction)
         for i, (claim, ev) in enumerate(zip(claims, evidence, strict=True)):
-            for j, e in enumerate(ev):
-                pairs.append(Pair(claim.text, e.text, question, vectors=e.sentences))
+            for j, pair in claim_pairs(claim, ev, rules[i], question):
+                pairs.append(pair)
                 owners.append((i, j))
-            rule = rules[i]
-            if rule.correction is not None and rule.evidence_index is not None:
-                source = ev[rule.evidence_index]
-                pairs.append(Pair(rule.correction, source.text, question, vectors=source.sentences))
-                owners.append((i, -1))
         scored = _score(verifier, pairs, halt)
         marks.append(time.perf_counter())
     except GroundproxyError:
@@ -144,7 +157,7 @@ def verify(
             corrections[i] = p
         else:
             probs[i].append(p)
-    return Verified(
+    found = Verified(
         answer=answer,
         claims=[
             ScoredClaim(claim, evidence[i], probs[i], rules[i], corrections.get(i), resolved[i][2])
@@ -161,6 +174,54 @@ def verify(
         },
         ranker=error_ranker(verifier),
     )
+    return climb(found, policy, rungs) if rungs.strong is not None else found
+
+
+def claim_pairs(
+    claim: Claim, evidence: Sequence[Evidence], rule: RuleResult, question: str | None
+) -> list[tuple[int, Pair]]:
+    """A claim's pairs for a verifier, each with its evidence index: (claim, passage) for
+    each passage, then (the rule's correction, the passage that gave it) as index -1."""
+    out = [
+        (j, Pair(claim.text, e.text, question, vectors=e.sentences)) for j, e in enumerate(evidence)
+    ]
+    if rule.correction is not None and rule.evidence_index is not None:
+        source = evidence[rule.evidence_index]
+        out.append((-1, Pair(rule.correction, source.text, question, vectors=source.sentences)))
+    return out
+
+
+def climb(verified: Verified, policy: Policy, rungs: Rungs) -> Verified:
+    """The ladder's stage (:mod:`guards.ladder`): the claims the fast rung is unsure of,
+    within ``verifier.ladder``'s share and budget, scored again by ``rungs.strong``, whose
+    probabilities then stand for them; the unsure claims it did not score are marked."""
+    ladder, strong = policy.verifier.ladder, rungs.strong
+    if strong is None or ladder.strong == NO_LADDER or not verified.claims:
+        return verified
+    started = rungs.clock()
+    began = time.perf_counter()
+    claims = verified.claims
+    eligible = [bool(s.evidence) and not s.rule.mismatches for s in claims]
+    picked, over = select(decide(verified, policy), eligible, ladder.min_uncertainty,
+                          ladder.max_share)  # fmt: skip
+    todo = [
+        (i, [p for _, p in claim_pairs(claims[i].claim, claims[i].evidence, claims[i].rule,
+                                       verified.question)])
+        for i in picked
+    ]  # fmt: skip
+    end = budget_end(rungs, ladder.budget_ms, started)
+    scored, skipped = rescore(todo, strong, rungs, end) if todo else ({}, {})
+    rung = StrongRung.of(strong)
+    out = list(claims)
+    for i, probs in scored.items():
+        s = claims[i]
+        n = len(s.evidence)
+        corr = probs[n] if len(probs) > n else None
+        out[i] = dataclasses.replace(s, probs=probs[:n], correction_probs=corr, strong=rung)
+    for i, reason in [*skipped.items(), *((i, "share") for i in over)]:
+        out[i] = dataclasses.replace(claims[i], skipped=reason)
+    stage_ms = {**verified.stage_ms, "ladder": (time.perf_counter() - began) * 1000.0}
+    return dataclasses.replace(verified, claims=out, stage_ms=stage_ms)
 
 
 def _check(halt: Stop | None) -> None:
@@ -190,17 +251,35 @@ def _score(verifier: Verifier, pairs: list[Pair], halt: Stop | None) -> list[Pro
 
 
 def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
-    """A verdict per claim under ``policy`` (see :mod:`guards.decide`)."""
+    """A verdict per claim under ``policy`` (see :mod:`guards.decide`); a claim the ladder's
+    strong rung scored is decided with that verifier's threshold and contradiction bar, and
+    its uncertainty is that verifier's (:mod:`guards.ladder`)."""
     tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
     bars = Bars(tau, policy.verifier.max_uncertainty, verified.contradiction_min)
-    results = [
-        decide_claim(s.claim, s.evidence, s.probs, s.rule, bars, s.correction_probs)
-        for s in verified.claims
-    ]
+    results = []
+    for s in verified.claims:
+        b = bars if s.strong is None else _strong_bars(policy, s.strong)
+        r = decide_claim(s.claim, s.evidence, s.probs, s.rule, b, s.correction_probs)
+        if s.evidence:
+            r.rung = "fast" if s.strong is None else "strong"
+            r.rung_verifier = verified.verifier if s.strong is None else s.strong.name
+        r.rung_skipped = s.skipped
+        results.append(r)
     for s, r in zip(verified.claims, results, strict=True):
         if s.conflict is not None:
             r.conflict = s.conflict
             r.explanation = f"{r.explanation}; {s.conflict}"
     results = harmonize([s.rule for s in verified.claims], results)
     rank_errors(verified.claims, results, tau, verified.ranker)
+    for s, r in zip(verified.claims, results, strict=True):
+        if s.strong is not None:
+            strong_tau = resolve_threshold(policy, None, s.strong.threshold)
+            r.uncertainty = claim_risk(s, r, strong_tau, s.strong.ranker, len(results))
     return results
+
+
+def _strong_bars(policy: Policy, strong: StrongRung) -> Bars:
+    """The bars of a claim the strong rung scored: the policy's threshold (``model``: the
+    strong verifier's own; a tenant calibration is the fast rung's and does not apply)."""
+    tau = resolve_threshold(policy, None, strong.threshold)
+    return Bars(tau, policy.verifier.max_uncertainty, strong.contradiction_min)

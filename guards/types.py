@@ -16,6 +16,8 @@ from groundproxy.policies.schema import ActionName as ActionName
 Verdict = Literal["supported", "contradicted", "unverifiable"]
 VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "unverifiable")
 AnswerAction = Literal["none", "annotate", "flag", "rewrite", "block", "unverified"]
+Rung = Literal["fast", "strong", "judge"]
+RUNGS: tuple[Rung, ...] = ("fast", "strong", "judge")
 ClaimAction = Literal[
     "kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"
 ]
@@ -129,6 +131,12 @@ class ClaimResult:
     # contradicted by the verifier alone (no value rule, no judge's quote): a removal needs
     # corroboration, so a rewrite flags it (guards.action); the trust floor still counts it
     by_verifier: bool = False
+    # which rung of the verifier ladder decided it (guards.ladder): "fast" (verifier.model),
+    # "strong" (verifier.ladder.strong) or "judge"; None when no verifier scored it
+    rung: Rung | None = None
+    rung_verifier: str | None = None  # the deciding rung's verifier (the judge's model)
+    # the ladder wanted the strong rung for it but did not run it: "budget", "share", "error"
+    rung_skipped: str | None = None
 
 
 @dataclass

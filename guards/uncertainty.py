@@ -237,10 +237,15 @@ def rank_errors(
     """Set each result's ``uncertainty`` (module docstring): the ranker's P(wrong), else
     the claim's decision margin (:func:`margin_risk`)."""
     for s, r in zip(claims, results, strict=True):
-        supported = r.verdict == "supported"
-        if ranker is None:
-            raw = max((x.supported for x in s.probs), default=0.0)
-            r.uncertainty = margin_risk(raw, supported, tau)
-        else:
-            x = risk_features(s, r, tau, len(results))
-            r.uncertainty = ranker.p_wrong(x, supported)
+        r.uncertainty = claim_risk(s, r, tau, ranker, len(results))
+
+
+def claim_risk(
+    s: ScoredClaim, r: ClaimResult, tau: float, ranker: ErrorRanker | None, n_claims: int
+) -> float:
+    """One claim's ``uncertainty`` (:func:`rank_errors`) in an answer of ``n_claims``."""
+    supported = r.verdict == "supported"
+    if ranker is None:
+        raw = max((x.supported for x in s.probs), default=0.0)
+        return margin_risk(raw, supported, tau)
+    return ranker.p_wrong(risk_features(s, r, tau, n_claims), supported)

@@ -10,7 +10,8 @@
 
 Long evidence is cut to the sentences that best match the claim and fit ``max_length``
 (models.ce_window, the cross-encoder's window). The ONNX files' sha256 are checked
-at load; one onnxruntime session per verifier (the registry loads each name once).
+at load; one onnxruntime session per verifier (the registry loads each name once), on CUDA
+where onnxruntime has it, else on the CPU (:func:`session_providers`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ def checked_bytes(model_dir: Path, variant: str, meta: dict[str, Any]) -> bytes:
     return data
 
 
+CUDA = "CUDAExecutionProvider"
+
+
+def session_providers(available: Sequence[str]) -> list[str]:
+    """The onnxruntime providers a built verifier's session asks for: CUDA first where this
+    onnxruntime has it (the ladder's strong rung on a GPU; nodes CUDA lacks, such as some
+    int8 ones, fall back to the CPU), else the CPU alone."""
+    return [CUDA, "CPUExecutionProvider"] if CUDA in available else ["CPUExecutionProvider"]
+
+
 def fill_prompt(template: str, claim: str, evidence: str) -> str:
     """The template with {claim} and {evidence} replaced in one pass (braces in the texts
     are never read as placeholders)."""
@@ -110,9 +121,11 @@ class BuiltVerifier:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            providers = session_providers(ort.get_available_providers())
+            self._session = ort.InferenceSession(data, options, providers=providers)
         except Exception as exc:  # onnxruntime / tokenizers raise their own types
             raise ModelLoadError(f"{self.name}: cannot load the model: {exc}") from exc
+        self.providers: list[str] = list(self._session.get_providers())
         # two tokenizers, configured once (their settings are shared state): ``_tok``
         # encodes model inputs (pairs truncated to max_length), ``_counter`` counts tokens
         self._tok.no_padding()

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from groundproxy.errors import GroundproxyError
+from groundproxy.guards import NO_LADDER
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.clock import Clock, SystemClock
@@ -56,7 +57,10 @@ class Deps:
         self.storage.start()
         tenants = policies.tenants()
         loaded = [p for t in tenants if (p := policies.get(t)) is not None]
-        errors = self.guard.warm_up(sorted({p.policy.verifier.model for p in loaded}))
+        strong = {p.policy.verifier.ladder.strong for p in loaded} - {NO_LADDER}
+        errors = self.guard.warm_up(
+            sorted({p.policy.verifier.model for p in loaded}), sorted(strong)
+        )
         by_index: dict[str, list[str]] = {}
         for p in loaded:
             by_index.setdefault(p.policy.index_name, []).append(p.policy.tenant)

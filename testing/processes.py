@@ -73,7 +73,7 @@ def start_proxy(
     data: Path,
     env: dict[str, str] | None = None,
     log_path: Path | None = None,
-    timeout_s: float = 180.0,
+    timeout_s: float = 600.0,  # start-up warms two verifiers (the ladder): slow when busy
 ) -> subprocess.Popen[bytes]:
     args = [
         "-m",

@@ -44,12 +44,8 @@ from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import Held, Reservation, take_place
 from groundproxy.proxy.serving.context import request_context, with_context
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
-from groundproxy.proxy.serving.judging import (
-    JudgeService,
-    LabelSink,
-    keep_label,
-    second_opinion,
-)
+from groundproxy.proxy.serving.judging import JudgeService, LabelSink, keep_label, second_opinion
+from groundproxy.proxy.serving.rungs import Meters, rungs_for, warm_strong
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
 from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
@@ -109,6 +105,7 @@ class GuardService:
         self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter)
         self.judge = judge  # the second opinion on escalated claims (proxy.serving.judging)
         self.labels = labels  # judge.labels: judged answers become the tenant's labels
+        self.meters = Meters()  # the ladder's strong verifiers' cost (proxy.serving.rungs)
 
     def __enter__(self) -> GuardService:
         return self
@@ -121,10 +118,11 @@ class GuardService:
     ) -> None:
         self.close()
 
-    def warm_up(self, verifier_names: Sequence[str]) -> list[str]:
-        """Load the policies' verifiers up front; a bad name is reported, not fatal (the
-        tenants using it get their policy's ``on_guard_error`` behaviour)."""
-        errors: list[str] = []
+    def warm_up(self, verifier_names: Sequence[str], strong: Sequence[str] = ()) -> list[str]:
+        """Load the policies' verifiers (and their ladders' ``strong`` ones) up front; a bad
+        name is reported, not fatal (the tenants using it get their policy's
+        ``on_guard_error`` behaviour; a bad strong one, fast verdicts marked ``error``)."""
+        errors = warm_strong(self, strong)
         registry = self.parts.verifiers
         for name in verifier_names:
             try:
@@ -138,7 +136,7 @@ class GuardService:
                     "The warranty lasts 12 months. It covers 3 parts made by Acme in Paris.",
                     "How long is the warranty?",
                     [("system", "The warranty lasts 12 months from purchase.")],
-                    local_policy("warmup", verifier={"model": name}),
+                    local_policy("warmup", verifier={"model": name, "ladder": {"strong": "none"}}),
                     index=None,
                     cache=False,
                 )
@@ -178,6 +176,7 @@ class GuardService:
         if threshold is None:  # verifier.threshold: calibrated → the tenant's file
             threshold = parts.calibrations.threshold_for(policy, verifier.name)
         cached = CachingVerifier(verifier, parts.verdict_cache, policy.tenant)
+        rungs = rungs_for(self, policy, cached if cache else verifier, cache, deadline)
         index_now = self._index(policy, index)
         request = request_context(parts, context, policy, index_now, (stop, deadline))
         evidence = evidence_fn(request, policy, parts.embedder, index_now, question)
@@ -187,7 +186,7 @@ class GuardService:
                 answer,
                 question=question,
                 policy=policy,
-                verifier=cached if cache else verifier,
+                verifier=rungs,
                 evidence_for=evidence,
                 halt=stop,
             )

@@ -24,6 +24,7 @@ EXPOSED_HEADERS = (
     "x-groundproxy-citations", "x-groundproxy-policy", "x-groundproxy-latency-ms",
     "x-groundproxy-step-id", "x-groundproxy-stream", "x-groundproxy-trace-id", "retry-after",
     "x-groundproxy-worker", "x-groundproxy-context", "x-groundproxy-judge",
+    "x-groundproxy-ladder",
 )  # fmt: skip
 NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}  # streamed responses
 

@@ -122,7 +122,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     try:
         procs.append(start_fake_upstream(up_port, root / "up.json"))
         procs.append(start_fake_upstream(judge_port, root / "judge.json", root / "judge.log"))
-        procs.append(start_proxy(port, policies, data, log_path=root / "proxy.log"))
+        # the ladder's two ONNX verifiers warm up before ready: slow on a busy 2-core machine
+        procs.append(start_proxy(port, policies, data, log_path=root / "proxy.log", timeout_s=600))
         yield {"url": f"http://127.0.0.1:{port}", "judge": judge_port, "data": data}
     finally:
         for proc in reversed(procs):
@@ -180,6 +181,10 @@ def test_overturn_agree_and_cache(served: dict[str, Any]) -> None:
     assert judge["quote"] == "Return shipping is free for customers in the European Union."
     assert judge["model"] == "openai/judge" and judge["ms"] > 0
     assert _header(over)["escalated"] == 1 and _header(over)["overturned"] == 1
+    # the verifier ladder's third rung decided it (body per claim, x-groundproxy-ladder)
+    assert (claim["rung"], claim["rung_verifier"]) == ("judge", "openai/judge")
+    assert _gp(over)["ladder"]["judge"] == 1
+    assert "judge=1" in over.headers["x-groundproxy-ladder"].split("; ")
     assert "free for all customers" not in over.json()["choices"][0]["message"]["content"]
 
     calls = _judge_calls(served)
@@ -187,6 +192,7 @@ def test_overturn_agree_and_cache(served: dict[str, Any]) -> None:
     a = _gp(agree)["claims"][0]
     assert a["verdict"] == "supported" and a["judge"]["verdict"] == "supported"
     assert a["judge"]["verifier_verdict"] == "supported" and _header(agree)["overturned"] == 0
+    assert a["rung"] == "judge"  # a quoted agreement is the judge's verdict too
     assert _judge_calls(served) == calls + 1
     again = _ask(served, "jall", "agree")  # the same claim and evidence: from the cache
     assert _judge_calls(served) == calls + 1
@@ -290,6 +296,7 @@ def test_streams_buffer_and_sentence(served: dict[str, Any]) -> None:
     text, last = _last_events(sent)
     assert last["judge"]["escalated"] == 1 and last["judge"]["overturned"] == 1
     assert last["claims"][0]["verdict"] == "contradicted"
+    assert last["claims"][0]["rung"] == "judge" and last["ladder"]["judge"] == 1
     assert "free for all customers" not in text  # the judged verdict was applied before sending
     # judge.labels in a sentence stream: the whole answer, judged piece by piece, is one label
     rows = (served["data"] / "jsent" / "feedback.jsonl").read_text(encoding="utf-8").splitlines()
@@ -302,6 +309,7 @@ def test_streams_buffer_and_sentence(served: dict[str, Any]) -> None:
     text, last = _last_events(held)
     assert "12 months" in text  # sent after max_hold_ms, marked: the judge was not waited for
     assert last["claims"][0]["judge"]["skipped"] == "budget" and last["judge"]["skipped"] == 1
+    assert last["claims"][0]["rung"] in ("fast", "strong")  # the judge decided nothing
 
 
 def test_metrics_and_inspector_show_the_judge(served: dict[str, Any]) -> None:

@@ -74,3 +74,16 @@ def test_the_cross_encoder_ships_its_own_learned_decision() -> None:
     # fitted on TRAIN only, leave-one-train-file-out figures kept beside it
     assert content["fit"]["mean_balanced_accuracy"] > 0.7
     assert all(not name.startswith("eval") for name in content["fit"]["leave_one_file_out"])
+
+
+def test_the_strong_rung_runs_on_cuda_where_onnxruntime_has_it() -> None:
+    import onnxruntime as ort
+
+    from groundproxy.models.built_verifier import session_providers
+
+    assert session_providers(["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    gpu = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert session_providers(gpu) == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    verifier = BuiltVerifier(SHIPPED_MODELS / "crossencoder", "int8")
+    want = session_providers(ort.get_available_providers())
+    assert verifier.providers[0] == want[0]  # the session got what was asked (CPU here)
