@@ -116,13 +116,14 @@ class SharedRateLimiter(RateLimiter):
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when the file closes
             f.seek(0)
             now = self.clock()
-            calls = [t for t in _times(f.read()) if 0.0 <= now - t < WINDOW_S]
+            # a time ahead of this clock (another process's, or rounding) still counts
+            calls = [t for t in _times(f.read()) if now - t < WINDOW_S]
             if len(calls) >= limit:
                 return False
             calls.append(now)
             f.seek(0)
             f.truncate()
-            f.write("".join(f"{t:.3f}\n" for t in calls).encode("ascii"))
+            f.write("".join(f"{t:.6f}\n" for t in calls).encode("ascii"))
             f.flush()
             return True
 

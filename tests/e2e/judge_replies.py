@@ -54,12 +54,13 @@ def _content(rng: random.Random) -> str:
         '{"claims": [{"id": "c1", "verdict": "supp',
         "NaN",
         "[" * 20_000 + "]" * 20_000,
-        json.dumps({"claims": [{"id": "c1", "verdict": "supported", "quote": QUOTE}]}) + " trailing",
+        json.dumps({"claims": [{"id": "c1", "verdict": "supported", "quote": QUOTE}]})
+        + " trailing",
         "",
     ]
     if kind < 11:
         return rng.choice(texts)
-    reason = "r" * 2_000_000  # over the judge's cap
+    reason = "r" * 1_200_000  # over the judge's cap
     return json.dumps({"claims": [{"id": "c1", "verdict": "supported", "quote": QUOTE,
                                    "reason": reason}]})  # fmt: skip
 
@@ -80,7 +81,7 @@ def _body(rng: random.Random) -> Any:
         {"choices": "none"}, {"choices": [{"index": 0}]}, _completion(None), _completion(5),
         _completion([{"type": "text", "text": good}]), _completion({"text": good}),
         {"error": {"message": "overloaded", "type": "server_error"}}, "NaN", '{"choices": [',
-        _completion(good, padding="p" * 3_000_000),  # a valid verdict inside a 3 MB body
+        _completion(good, padding="p" * 1_500_000),  # a valid verdict in a 1.5 MB body
         _completion(good, usage="lots"),
     ]  # fmt: skip
     return rng.choice(bodies)

@@ -50,7 +50,7 @@ EIGHT = (
     "customers in the European Union. Refunds are issued within 10 business days. Support is "
     "available Monday to Friday."
 )
-FUZZ = fuzz_rules(40, seed=4040)
+FUZZ = fuzz_rules(120, seed=4040)
 ANSWERS = {
     "eight": EIGHT,
     "huge": "Refunds arrive within 10 business days.",
@@ -187,8 +187,12 @@ def test_a_hung_judge_is_waited_for_once_per_streamed_answer(served: dict[str, A
 
 def test_one_request_makes_at_most_max_calls_per_request(served: dict[str, Any]) -> None:
     before = _calls(served)
-    body = {"model": "gpt-4o-mini", "prompt": [f"Question ({k}): tell me" for k in
-                                               ("huge", "secret", "label1", "label2", "eight")]}
+    body = {
+        "model": "gpt-4o-mini",
+        "prompt": [
+            f"Question ({k}): tell me" for k in ("huge", "secret", "label1", "label2", "eight")
+        ],
+    }
     headers = {"Authorization": f"Bearer {_key('lfan')}"}
     resp = httpx.post(served["url"] + "/v1/completions", json=body, headers=headers, timeout=120)
     assert resp.status_code == 200, resp.text
