@@ -57,7 +57,8 @@ ANSWERS = {
     "secret": "Battery cover lasts 6 months.",
     "label1": "The warranty runs for 12 months.",
     "label2": "Return shipping is free for all customers worldwide.",
-    **{f"fuzz-{n:03d}": f"In {tag} the warranty lasts 12 months." for n, (tag, _) in enumerate(FUZZ)},
+    **{f"fuzz-{n:03d}": f"In {tag} the warranty lasts 12 months."
+       for n, (tag, _) in enumerate(FUZZ)},
 }  # fmt: skip
 LEAKED = f"Authorization: Bearer {UPSTREAM_KEY}; also sk-proj-Abc0123456789defGHIjkl. " + "y" * 900
 JUDGE_RULES: list[dict[str, Any]] = [

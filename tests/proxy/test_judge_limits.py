@@ -124,14 +124,14 @@ def test_the_reason_is_scrubbed_and_cut() -> None:
 def test_the_upstream_key_is_lent_to_the_judge_only_on_its_host(
     upstream: dict[str, Any], judge: dict[str, Any], ok: bool
 ) -> None:
-    up = {"model": "openai/gpt-4o-mini", "api_key_env": "UP_KEY", **upstream}
-    fields = {"upstream": up, "judge": {"escalate": "all", **judge}}
+    up: dict[str, Any] = {"model": "openai/gpt-4o-mini", "api_key_env": "UP_KEY", **upstream}
+    calls = {"escalate": "all", **judge}
     if ok:
-        local_policy("acme", **fields)
+        local_policy("acme", upstream=up, judge=calls)
         return
     with pytest.raises(ValidationError, match="is not the upstream's host"):
-        local_policy("acme", **fields)
-    local_policy("acme", **{**fields, "judge": {**fields["judge"], "escalate": "none"}})
+        local_policy("acme", upstream=up, judge=calls)
+    local_policy("acme", upstream=up, judge={**calls, "escalate": "none"})  # no judge calls
 
 
 def _result(text: str, *passages: str) -> ClaimResult:
