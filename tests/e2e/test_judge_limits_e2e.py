@@ -50,7 +50,7 @@ EIGHT = (
     "customers in the European Union. Refunds are issued within 10 business days. Support is "
     "available Monday to Friday."
 )
-FUZZ = fuzz_rules(120, seed=4040)
+FUZZ = fuzz_rules(40, seed=4040)
 ANSWERS = {
     "eight": EIGHT,
     "huge": "Refunds arrive within 10 business days.",
@@ -135,7 +135,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     try:
         procs.append(start_fake_upstream(up_port, root / "up.json"))
         procs.append(start_fake_upstream(judge_port, root / "judge.json"))
-        procs.append(start_proxy(port, policies, data, env=env, log_path=root / "proxy.log"))
+        procs.append(
+            start_proxy(port, policies, data, env=env, log_path=root / "proxy.log", timeout_s=600)
+        )  # a busy machine loads models slowly
         yield {"url": f"http://127.0.0.1:{port}", "judge": f"http://127.0.0.1:{judge_port}",
                "data": data, "log": root / "proxy.log"}  # fmt: skip
     finally:
