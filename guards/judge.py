@@ -216,7 +216,9 @@ def parse_judgement(content: str, items: Sequence[Escalated]) -> dict[str, Judge
         if not isinstance(c, dict):
             continue
         cid, verdict = c.get("id"), c.get("verdict")
-        if cid not in ids or cid in out or verdict not in JUDGE_VERDICTS:
+        if not isinstance(cid, str) or cid not in ids or cid in out:
+            continue  # an id of another type (a list, an object) is no id it was given
+        if not isinstance(verdict, str) or verdict not in JUDGE_VERDICTS:
             continue
         quote, reason = c.get("quote"), c.get("reason")
         out[str(cid)] = JudgeVerdict(

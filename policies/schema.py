@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -150,11 +151,16 @@ class JudgePolicy(_Strict):
     max_claims: int = Field(default=8, ge=1, le=64)  # per answer, most uncertain first
     timeout_ms: int = Field(default=3000, ge=1, le=600_000)
     max_calls_per_minute: int = Field(default=600, ge=0)  # per tenant; past it: rate_limit
+    # judge calls one request may make (a sentence stream's pieces, a request's choices or
+    # prompts together); past it the claims are skipped: budget
+    max_calls_per_request: int = Field(default=8, ge=1, le=256)
     # escalate: uncertain — the least ClaimResult.uncertainty escalated (None: the guard's
     # default, guards.judge.DEFAULT_MIN_UNCERTAINTY)
     min_uncertainty: float | None = Field(default=None, ge=0.0, le=1.0)
     # judged answers become feedback labels for the tenant's adapter (calibrate --fit)
     labels: bool = False
+    # no more judge labels once the tenant's label store is this large (bytes)
+    max_label_store_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     # of the answers a decision decides alone (an adapter sure of it, or zero-shot proven
     # on the tenant's labels), this share is judged anyway, every claim (picked by a hash of
     # the answer): labels keep coming from ordinary traffic, so a fit can see drift
@@ -222,9 +228,50 @@ class Policy(_Strict):
             raise ValueError("a policy needs 'keys' (sha256 hashes) or 'key_env'")
         return self
 
+    @model_validator(mode="after")
+    def _judge_key_stays_home(self) -> Policy:
+        # The judge borrows the upstream's key only where it goes to the upstream's own host:
+        # a judge elsewhere with no key variable of its own would receive the tenant's key.
+        judge, up = self.judge, self.upstream
+        calls = judge.escalate != "none"
+        if calls and judge.api_key_env is None and up.api_key_env and not _same_host(judge, up):
+            raise ValueError(
+                f"judge.api_base ({_host_of(judge.api_base)}) is not the upstream's host "
+                f"({_host_of(up.api_base)}): the upstream key (upstream.api_key_env) is never "
+                "sent to another host; set judge.api_key_env (the judge's own key variable)"
+            )
+        return self
+
     @property
     def index_name(self) -> str:
         return self.retrieval.index or self.tenant
+
+
+def _host_of(api_base: str | None) -> str:
+    """The host name of an ``api_base`` ("the provider's default" for None)."""
+    if api_base is None:
+        return "the provider's default"
+    try:
+        host = urlsplit(api_base).hostname
+    except ValueError:
+        host = None
+    return (host or api_base[:80]).lower()
+
+
+def _provider(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else ""
+
+
+def _same_host(judge: JudgePolicy, up: UpstreamPolicy) -> bool:
+    """Would the judge's calls go to the host the upstream key is for? A judge without
+    ``api_base`` goes to the upstream's (or, neither set, to its model's provider)."""
+    if judge.api_base is None:
+        if up.api_base is not None or judge.model is None:
+            return True
+        return _provider(judge.model) == _provider(up.model)
+    if up.api_base is None:
+        return False
+    return _host_of(judge.api_base) == _host_of(up.api_base)
 
 
 # A hash no key can have (the sha256 of anything is never all zeros in practice): policies

@@ -110,7 +110,7 @@ def build_deps(settings: Settings, metrics: Metrics | None = None) -> Deps:
 
     metrics = metrics if metrics is not None else Metrics()
     storage = open_storage(settings.data, settings.database_url)
-    guard = build_guard(settings, metrics=metrics, storage=storage, labels=storage.append_feedback)
+    guard = build_guard(settings, metrics=metrics, storage=storage, labels=storage)
     return Deps(
         upstream=UpstreamClient(),
         storage=storage,

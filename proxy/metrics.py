@@ -27,6 +27,8 @@ What is measured:
                                                       across requests (model: embedder|verifier)
 ``groundproxy_gc_pause_seconds{generation}``          Python garbage collections: each stops
                                                       every thread (proxy.gc_pauses)
+``groundproxy_judge_labels_total{tenant,outcome}``   judge labels: stored, full (at the tenant's
+``groundproxy_label_store_bytes{tenant}``             judge.max_label_store_bytes), failed; size
 ``groundproxy_context_*``                             the request-context vector cache and
                                                       answers verified on the top-N passages
                                                       (proxy.context_metrics)
@@ -45,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -264,6 +266,14 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.judge_labels = Counter(
+            "groundproxy_judge_labels", "judge labels by outcome (stored, full, failed)",
+            ["tenant", "outcome"], registry=r,
+        )  # fmt: skip
+        self.label_store_bytes = Gauge(
+            "groundproxy_label_store_bytes", "the tenant's label store size (bytes), last seen",
+            ["tenant"], registry=r,
+        )  # fmt: skip
         self._caches = _CacheCollector()
         r.register(self._caches)
         self._context: ContextCacheCollector | None = None
@@ -289,6 +299,11 @@ class Metrics:
         for reason in summary.reasons:
             self.judge_skipped.labels(tenant, reason).inc()
         self.judge_seconds.labels(tenant).observe(summary.ms / 1000.0)
+
+    def observe_judge_label(self, tenant: str, outcome: str, store_bytes: int) -> None:
+        """One judge label (:mod:`proxy.storage.judge_labels`) and the store's size."""
+        self.judge_labels.labels(tenant, outcome).inc()
+        self.label_store_bytes.labels(tenant).set(store_bytes)
 
     def observe_unguarded(self, tenant: str) -> None:
         """One answer of a tenant whose guard is off (``guard: false``): its action

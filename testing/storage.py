@@ -18,7 +18,9 @@ caller's (default: a new temporary one): they are files by nature, and fast.
 
 from __future__ import annotations
 
+import json
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,11 @@ class MemoryLabels:
 
     def read_feedback(self, tenant: str) -> list[Labelled]:
         return list(self.labels.get(validate_tenant(tenant), []))
+
+    def feedback_bytes(self, tenant: str) -> int:
+        """The labels' size as JSON lines (what the embedded backend's file would hold)."""
+        rows = self.labels.get(validate_tenant(tenant), [])
+        return sum(len(json.dumps(asdict(r), ensure_ascii=False).encode()) + 1 for r in rows)
 
 
 class _AdapterReader(AdapterCache):

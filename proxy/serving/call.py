@@ -37,6 +37,7 @@ from groundproxy.proxy.serving.clock import Clock
 from groundproxy.proxy.serving.disconnect import ClientDisconnected, cancel_on_disconnect
 from groundproxy.proxy.serving.guarding import GuardService, Held
 from groundproxy.proxy.serving.headers import Mode, response_headers
+from groundproxy.proxy.serving.judging import JudgeAllowance, judge_allowance
 from groundproxy.proxy.serving.traces import StepNode, TraceRequest, record_step, trace_for
 from groundproxy.proxy.storage.sqlite_traces import TraceStores
 from groundproxy.proxy.upstream.types import Upstream
@@ -95,9 +96,10 @@ class GuardedCall:
         guard queue (a stream takes it over with :meth:`Held.detach`). A client gone
         before the work ended: 499, the work cancelled. ``guarded=False`` (a pass-through:
         nothing will be guarded): step 3 only."""
-        try:
-            async with self._arrival(scope, guarded) as held:
-                return await cancel_on_disconnect(scope.request, _call(work, held))
+        try:  # the request's judge calls draw on one allowance (all its choices, prompts)
+            with judge_allowance(JudgeAllowance.of(scope.policy)):
+                async with self._arrival(scope, guarded) as held:
+                    return await cancel_on_disconnect(scope.request, _call(work, held))
         except ClientDisconnected:
             return Response(status_code=499)  # nobody listens; the work was cancelled
 

@@ -44,11 +44,12 @@ from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import Held, Reservation, take_place
 from groundproxy.proxy.serving.context import request_context, with_context
 from groundproxy.proxy.serving.guard_build import GuardParts, build_parts
-from groundproxy.proxy.serving.judging import JudgeService, LabelSink, keep_label, second_opinion
+from groundproxy.proxy.serving.judging import JudgeService, keep_label, rate_limiter, second_opinion
 from groundproxy.proxy.serving.rungs import Meters, rungs_for, warm_strong
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import AdapterCache, shipped_decision
-from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage, LabelStorage
+from groundproxy.proxy.storage.judge_labels import JudgeLabels
 from groundproxy.proxy.upstream.judge_client import UpstreamJudge
 from groundproxy.proxy.upstream.redact import public_error
 
@@ -99,7 +100,7 @@ class GuardService:
         parts: GuardParts,
         adapters: AdapterCache | None = None,
         judge: JudgeService | None = None,
-        labels: LabelSink | None = None,
+        labels: JudgeLabels | None = None,
     ) -> None:
         self.parts = parts
         self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter)
@@ -384,16 +385,18 @@ def build_guard(
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
     storage: GuardStorage | None = None,
-    labels: LabelSink | None = None,
+    labels: LabelStorage | None = None,
 ) -> GuardService:
     """The guard for ``settings`` (see :func:`proxy.serving.guard_build.build_parts`); indexes,
     calibration and adapters from ``storage`` (default: the files under ``settings.data``,
     whose feedback then takes ``judge.labels``' labels unless ``labels`` is given)."""
     if storage is None:
         storage = files = EmbeddedStorage(settings.data)
-        labels = labels or files.append_feedback
+        labels = labels or files
     parts = build_parts(
         settings, embedder=embedder, metrics=metrics, models_dir=models_dir, storage=storage
     )
-    judge = JudgeService(UpstreamJudge(), parts.metrics)
-    return GuardService(parts, storage.adapters(), judge, labels=labels)
+    limiter = rate_limiter(settings.data, settings.workers)  # shared by --workers N
+    judge = JudgeService(UpstreamJudge(), parts.metrics, limiter=limiter)
+    sink = JudgeLabels(labels, parts.metrics) if labels is not None else None
+    return GuardService(parts, storage.adapters(), judge, labels=sink)

@@ -10,7 +10,9 @@ the figures go to the body, the ``x-groundproxy-judge`` header, metrics and trac
 
 The cache (:class:`JudgeCache`) is bounded and keyed per tenant by (claim, evidence
 hashes, judge model, prompt version, question); the rate limit is per tenant
-(``judge.max_calls_per_minute`` calls in any 60 s).
+(``judge.max_calls_per_minute`` calls in any 60 s, shared by ``--workers N``); each
+request draws on one :class:`JudgeAllowance` (calls, time, no second wait after a
+timeout); the judge's ``reason`` is scrubbed (:mod:`proxy.serving.judge_limits`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import functools
 import hashlib
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol
 
 import anyio
 import structlog
@@ -55,16 +57,23 @@ from groundproxy.guards import (
 from groundproxy.guards.types import ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.serving.judge_limits import (
+    JudgeAllowance,
+    RateLimiter,
+    SharedRateLimiter,
+    current_allowance,
+    judge_allowance,
+    rate_limiter,
+    scrubbed,
+)
 from groundproxy.proxy.storage.adapters import AdapterCache
 from groundproxy.proxy.storage.feedback import Labelled
+from groundproxy.proxy.storage.judge_labels import JudgeLabels, label_context
 from groundproxy.proxy.upstream.judge_client import JudgeCall, JudgeCaller, judge_upstream
-
-LabelSink = Callable[[str, Labelled], Any]  # (tenant, label) → stored (Storage.append_feedback)
 
 log = structlog.get_logger(__name__)
 
 CACHE_ENTRIES = 20_000
-WINDOW_S = 60.0
 
 
 class JudgeCache:
@@ -103,24 +112,11 @@ class JudgeCache:
             }  # fmt: skip
 
 
-class RateLimiter:
-    """At most ``limit`` calls per tenant in any :data:`WINDOW_S` seconds."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._calls: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def allow(self, tenant: str, limit: int) -> bool:
-        now = self.clock()
-        with self._lock:
-            calls = self._calls.setdefault(tenant, deque())
-            while calls and now - calls[0] >= WINDOW_S:
-                calls.popleft()
-            if len(calls) >= limit:
-                return False
-            calls.append(now)
-            return True
+__all__ = [
+    "JudgeAllowance", "JudgeCache", "JudgeService", "RateLimiter", "SharedRateLimiter",
+    "audited", "current_allowance", "judge_allowance", "keep_label", "rate_limiter",
+    "second_opinion",
+]  # fmt: skip
 
 
 def _reason(exc: Exception) -> SkipReason:
@@ -189,11 +185,13 @@ class JudgeService:
         outcome; accepted verdicts go to the cache."""
         sent = [dataclasses.replace(it, id=f"c{n}") for n, it in enumerate(todo, 1)]
         timeout_s = policy.judge.timeout_ms / 1000.0
-        if time_left_s <= 0.0:
+        allowance = current_allowance(policy)
+        if time_left_s <= 0.0 or allowance.spent():
             return _skip(sent, "budget")
         if not self.limiter.allow(policy.tenant, policy.judge.max_calls_per_minute):
             return _skip(sent, "rate_limit")
-        window = min(timeout_s, time_left_s)
+        allowance.calls -= 1
+        window = min(timeout_s, time_left_s, allowance.seconds)
         call = JudgeCall(
             judge_upstream(policy, window), model, judge_messages(sent, question),
             response_format(), claims=len(sent),
@@ -206,14 +204,18 @@ class JudgeService:
             reason = _reason(exc)
             if reason == "timeout" and window < timeout_s:
                 reason = "budget"  # the guard's time ran out before the judge's own timeout
+            allowance.timed_out = allowance.timed_out or reason in ("timeout", "budget")
             log.warning("judge_failed", reason=reason, error_type=type(exc).__name__)
             return _skip(sent, reason, (time.perf_counter() - started) * 1000.0)
+        finally:
+            allowance.seconds -= time.perf_counter() - started
         ms = (time.perf_counter() - started) * 1000.0
         try:
-            verdicts = parse_judgement(content, sent)
+            parsed = parse_judgement(content, sent)
         except BadJudgement as exc:
             log.warning("judge_bad_json", error=str(exc)[:200])
             return _skip(sent, "bad_json", ms)
+        verdicts = {k: dataclasses.replace(v, reason=scrubbed(v.reason)) for k, v in parsed.items()}
         out: dict[int, Outcome] = {}
         for it in sent:
             o = dataclasses.replace(checked(it, verdicts.get(it.id)), ms=ms)
@@ -235,7 +237,7 @@ class Guarding(Protocol):
     """What the judge step needs of :class:`proxy.serving.guarding.GuardService`."""
 
     judge: JudgeService | None
-    labels: LabelSink | None
+    labels: JudgeLabels | None
     adapters: AdapterCache | None
 
     def decision(self, policy: Policy, verifier: str) -> Adapter | None: ...
@@ -313,7 +315,9 @@ async def keep_label(
 ) -> None:
     """``judge.labels``: a judged answer the judge settled (:func:`judged_label`) becomes a
     label in the tenant's feedback store, for ``calibrate --fit`` (not again when every
-    verdict came from the cache). A failure to store it is logged, never the client's
+    verdict came from the cache), within the tenant's ``judge.max_label_store_bytes``; its
+    context is the evidence its claims cite (:mod:`proxy.storage.judge_labels`), not the
+    request's whole ``context``. A failure to store it is logged, never the client's
     problem."""
     if not policy.judge.labels or guard.labels is None or report.judge is None:
         return
@@ -326,11 +330,12 @@ async def keep_label(
         for r in report.claims
         if r.judge is not None and "verdict" in r.judge
     ]
+    del context  # the request's whole context is not stored (the cited evidence is)
     item = Labelled(
         answer=report.original, label_hallucinated=label, question=question,
-        context=[text for _, text in context if text.strip()], claims=claims or None,
+        context=label_context(report.claims), claims=claims or None,
     )  # fmt: skip
-    try:
-        await anyio.to_thread.run_sync(guard.labels, policy.tenant, item)
-    except Exception as exc:
-        log.warning("judge_label_not_stored", error_type=type(exc).__name__)
+    keep = functools.partial(
+        guard.labels.keep, policy.tenant, item, policy.judge.max_label_store_bytes
+    )
+    await anyio.to_thread.run_sync(keep)

@@ -66,6 +66,11 @@ class LabelStorage(Protocol):
 
     def read_feedback(self, tenant: str) -> list[Labelled]: ...
 
+    def feedback_bytes(self, tenant: str) -> int:
+        """The size of the tenant's label store (what ``judge.max_label_store_bytes``
+        bounds)."""
+        ...
+
 
 class AdapterStorage(Protocol):
     """The tenants' fitted adapters (:mod:`groundproxy.guards.adapter`), every version."""
@@ -132,6 +137,12 @@ class EmbeddedStorage:
     def read_feedback(self, tenant: str) -> list[Labelled]:
         return read_labelled(feedback_path(self.data_dir, tenant))
 
+    def feedback_bytes(self, tenant: str) -> int:
+        try:
+            return feedback_path(self.data_dir, tenant).stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def start(self) -> None:
         """Nothing to prepare: folders are made on first write."""
 
@@ -193,6 +204,11 @@ class PostgresStorage:
         from groundproxy.proxy.storage.pg_adapt import read_pg_feedback
 
         return read_pg_feedback(self.pool, tenant)
+
+    def feedback_bytes(self, tenant: str) -> int:
+        from groundproxy.proxy.storage.pg_adapt import pg_feedback_bytes
+
+        return pg_feedback_bytes(self.pool, tenant)
 
     def start(self) -> None:
         self.pool.migrate()

@@ -52,6 +52,17 @@ def read_pg_feedback(pool: PgPool, tenant: str) -> list[Labelled]:
     return [parse_labelled(dict(r[0])) for r in rows]
 
 
+def pg_feedback_bytes(pool: PgPool, tenant: str) -> int:
+    """The stored size of the tenant's labels (their JSONB records)."""
+    tenant = validate_tenant(tenant)
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_column_size(record)), 0) FROM gp_feedback WHERE tenant = %s",
+            (tenant,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def write_pg_adapter(pool: PgPool, tenant: str, content: dict[str, Any]) -> tuple[int, str]:
     """Store the next version (in force from now on): (its version, where it went)."""
     tenant = validate_tenant(tenant)

@@ -53,7 +53,12 @@ from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
-from groundproxy.proxy.serving.judging import keep_label, second_opinion
+from groundproxy.proxy.serving.judging import (
+    current_allowance,
+    judge_allowance,
+    keep_label,
+    second_opinion,
+)
 from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
 from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
@@ -90,6 +95,9 @@ class SentenceGuard:
         self.question = question
         self.context = context
         self.answer = StreamedAnswer(loaded.policy)
+        # one judge allowance for the whole answer: its pieces share the calls and the
+        # latency budget, and after a timeout the rest are sent marked, at once
+        self.judging = current_allowance(loaded.policy)
 
     async def piece(self, seg: Segment) -> str:
         """The text to send for one segment ("" when it is withheld)."""
@@ -102,7 +110,10 @@ class SentenceGuard:
         )
         if isinstance(checked, Verified):  # metrics: once per answer (sentence_events)
             hold_s = self.policy.max_hold_ms / 1000.0  # a sentence waits this long for its judge
-            judged = await second_opinion(self.guard, checked, self.policy, started, None, hold_s)
+            with judge_allowance(self.judging):
+                judged = await second_opinion(
+                    self.guard, checked, self.policy, started, None, hold_s
+                )
             ms = (time.perf_counter() - started) * 1000.0
             return state.verified(checked, seg.offset, ms, judged)[0]
         seconds = time.perf_counter() - started

@@ -164,16 +164,17 @@ def upstream_kwargs(
 class UpstreamClient(Upstream):
     """Calls the tenant's upstream; one instance per process (litellm pools connections)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_body_bytes: int | None = None) -> None:
         self._litellm = import_litellm()
         self._wire_client: WireUpstream | None = None
+        self._max_body = max_body_bytes  # the direct wire's cap on a plain answer's body
 
     def _wire(self, upstream: UpstreamPolicy, model: str) -> WireUpstream | None:
         """The direct OpenAI-wire client, when the policy's transport picks it for ``model``."""
         if not uses_wire(upstream, model):
             return None
         if self._wire_client is None:
-            self._wire_client = WireUpstream()
+            self._wire_client = WireUpstream(self._max_body)
         return self._wire_client
 
     async def aclose(self) -> None:

@@ -17,6 +17,9 @@ from groundproxy.policies.schema import Policy, UpstreamPolicy
 from groundproxy.proxy.upstream.types import Upstream
 
 MAX_TOKENS_PER_CLAIM = 200  # the judge's answer: id, verdict, a short quote and reason
+# The judge's whole HTTP body (direct OpenAI wire: read up to this, never parsed past it) and
+# its message content (any transport): ~64 claims x 200 tokens is under 100 KB.
+MAX_JUDGE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,9 @@ class UpstreamJudge:
     """:class:`JudgeCaller` over an :class:`Upstream` (made on first use when not given:
     the litellm client, which the server has imported by then). An endpoint that refuses
     ``response_format`` json_schema is asked once more with ``json_object`` (and the schema
-    beside it; the JSON is checked by guards.judge either way), and remembered."""
+    beside it; the JSON is checked by guards.judge either way), and remembered. An answer
+    over :data:`MAX_JUDGE_BYTES` (the body on the direct wire, read no further; the content on
+    any transport) raises ``upstream_error``: its claims are skipped ``error``."""
 
     def __init__(self, upstream: Upstream | None = None) -> None:
         self._upstream = upstream
@@ -79,7 +84,7 @@ class UpstreamJudge:
         if self._upstream is None:
             from groundproxy.proxy.upstream.client import UpstreamClient
 
-            self._upstream = UpstreamClient()
+            self._upstream = UpstreamClient(max_body_bytes=MAX_JUDGE_BYTES)
         return self._upstream
 
     async def judge(self, call: JudgeCall) -> str:
@@ -104,6 +109,8 @@ class UpstreamJudge:
         content = choices[0].content if choices else None
         if not isinstance(content, str):
             raise UpstreamError("the judge answered without message content")
+        if len(content) > MAX_JUDGE_BYTES:
+            raise UpstreamError(f"the judge's answer was longer than {MAX_JUDGE_BYTES} characters")
         return content
 
     async def aclose(self) -> None:

@@ -124,6 +124,10 @@ def map_wire_error(exc: Exception) -> GroundproxyError:
     return connection_error(exc) or failed_error(redact(" ".join(str(exc).split()))[:500])
 
 
+def _too_large(limit: int) -> UpstreamError:
+    return UpstreamError(f"The upstream's answer was longer than {limit} bytes and was not read.")
+
+
 def _not_json(what: str) -> UpstreamError:
     return UpstreamError(f"The upstream model provider answered with {what}, not JSON.")
 
@@ -209,8 +213,11 @@ class WireUpstream(Upstream):
     """The :class:`~proxy.upstream.types.Upstream` of ``transport: openai`` (module
     docstring); one per process, its connection pool shared by every tenant using it."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_body_bytes: int | None = None) -> None:
         self._client = httpx.AsyncClient(transport=BoundedErrorTransport(inner=_pool))
+        # a plain (not streamed) answer's body is read up to this many bytes (decoded), a
+        # longer one refused before it is parsed (the judge's client sets it)
+        self._max_body = max_body_bytes
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -249,11 +256,33 @@ class WireUpstream(Upstream):
             raise map_wire_error(exc) from exc
         return response
 
+    async def _body(self, upstream: UpstreamPolicy, path: str, body: Json) -> bytes:
+        """The answer's body, read whole, or (``max_body_bytes``) read up to the cap: a
+        declared or actual length over it raises ``upstream_error`` unread/unparsed."""
+        limit = self._max_body
+        if limit is None:
+            return (await self._send(upstream, path, body, stream=False)).content
+        response = await self._send(upstream, path, body, stream=True)
+        got = bytearray()
+        try:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise _too_large(limit)
+            async for chunk in response.aiter_bytes():
+                got += chunk
+                if len(got) > limit:
+                    raise _too_large(limit)
+        except Exception as exc:
+            raise map_wire_error(exc) from exc
+        finally:
+            await response.aclose()
+        return bytes(got)
+
     async def _json(self, upstream: UpstreamPolicy, path: str, body: Json) -> tuple[Json, float]:
         started = time.perf_counter()
-        response = await self._send(upstream, path, body, stream=False)
+        raw = await self._body(upstream, path, body)
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError as exc:
             raise _not_json("a body that is not JSON") from exc
         if not isinstance(data, dict):

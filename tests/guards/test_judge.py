@@ -123,6 +123,20 @@ def test_parse_keeps_only_known_ids_first_answer_wins() -> None:
             parse_judgement(bad, items)
 
 
+def test_parse_ignores_ids_and_verdicts_of_other_types() -> None:
+    """Found by the judge-reply fuzz (tests/e2e/test_judge_limits_e2e.py): an id that is an
+    object or a list (unhashable) was a TypeError, a 500 for the client."""
+    odd: list[object] = [{"id": "c1"}, ["c1"], 1, None]
+    content = json.dumps({"claims": [
+        *({"id": i, "verdict": "supported", "quote": "q"} for i in odd),
+        {"id": "c1", "verdict": ["supported"], "quote": "q"},
+        {"id": "c1", "verdict": {"v": 1}, "quote": "q"},
+        {"id": "c1", "verdict": "contradicted", "quote": "x", "reason": "kept"},
+    ]})  # fmt: skip
+    parsed = parse_judgement(content, [_item()])
+    assert parsed == {"c1": JudgeVerdict("contradicted", "x", "kept")}
+
+
 @pytest.mark.parametrize(
     ("verdict", "quote", "ok"),
     [

@@ -34,7 +34,10 @@ def _verified(answer: str = ANSWER, doc: str = DOC) -> Verified:
 
 
 def _policy(tenant: str = "acme", **judge: object) -> Policy:
-    return local_policy(tenant, "openai/up", judge={"escalate": "all", **judge})
+    # a budget that leaves the judge the 10 s _run says are left (JudgeAllowance.seconds)
+    return local_policy(
+        tenant, "openai/up", latency_budget_ms=10_000, judge={"escalate": "all", **judge}
+    )
 
 
 def _run(service: JudgeService, policy: Policy, left_s: float = 10.0) -> Judged:
