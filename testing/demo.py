@@ -154,7 +154,10 @@ def run_upstream_only(port: int) -> int:
     from groundproxy.testing.fake_upstream import main as upstream
 
     port = port or demo_upstream_port()
-    print(f"demo upstream on http://127.0.0.1:{port}/v1 (scripted answers; Ctrl-C stops it)", flush=True)
+    print(
+        f"demo upstream on http://127.0.0.1:{port}/v1 (scripted answers; Ctrl-C stops it)",
+        flush=True,
+    )
     upstream(["--port", str(port), "--script", str(SAMPLES / "demo_script.json")])
     return 0
 

@@ -70,11 +70,12 @@ READY: dict[str, str] = {
 }
 
 # what a RUN python block must print (the example's own claim about its output)
+_SDK = "python: from openai import OpenAI\n\nclient = OpenAI()  # "
 EXPECT: dict[str, tuple[str, ...]] = {
-    "python: from openai import OpenAI\n\nclient = OpenAI()  # reads": ("12 months", "contradicted"),
-    "python: from openai import OpenAI\n\nclient = OpenAI()  # OPENAI_BASE_URL": ("12 months", "trust:"),
+    f"{_SDK}reads": ("12 months", "contradicted"),
+    f"{_SDK}OPENAI_BASE_URL": ("12 months", "trust:"),
     "python: from langchain_openai import ChatOpenAI": ("12 months",),
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

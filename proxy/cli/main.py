@@ -13,6 +13,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import traceback
@@ -232,7 +233,9 @@ def _run(args: argparse.Namespace) -> int:
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
         # run it as its own process rather than import it, so proxy/ never imports testing/.
         demo = [sys.executable, "-m", "groundproxy.testing.demo", "--port", str(args.port)]
-        return subprocess.call([*demo, "--upstream-only"] if args.upstream_only else demo)
+        if args.upstream_only:  # a server: this process becomes it, so a signal reaches it
+            os.execv(sys.executable, [*demo, "--upstream-only"])
+        return subprocess.call(demo)
     if args.command == "calibrate" and args.fit:
         from groundproxy.proxy.cli.adapt_command import run_fit_command
 
