@@ -64,8 +64,11 @@ def _clone(work: Path, upstream_port: int) -> Path:
     text = demo.read_text(encoding="utf-8")
     assert DEMO_UPSTREAM in text
     demo.write_text(text.replace(DEMO_UPSTREAM, f"127.0.0.1:{upstream_port}/v1"), "utf-8")
-    # the reader's own files the ingest example names (its docs/ is the clone's own)
+    # the reader's own files (and folder) the ingest example names
+    (clone / "manuals").mkdir()
     for name, text in (
+        ("manuals/r2.md", "# Acme R2\n\nThe R2 weighs 4 kilograms.\n"),
+        ("manuals/care.txt", "Empty the dust bin after every run."),
         ("handbook.md", "# Handbook\n\nThe warranty lasts 12 months.\n"),
         ("faq.html", "<p>Support answers within two days.</p>"),
         ("rows.jsonl", '{"id": "r1", "text": "Batteries last 6 months."}\n'),
