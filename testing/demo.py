@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -139,13 +140,40 @@ def run_demo(port: int = 0) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def demo_upstream_port() -> int:
+    """The port of the demo policy's ``upstream.api_base`` (what ``--upstream-only`` serves)."""
+    policy: dict[str, Any] = yaml.safe_load(DEMO_POLICY.read_text(encoding="utf-8"))
+    port = urlsplit(str(policy["upstream"]["api_base"])).port
+    assert port is not None, "policies/demo.yaml: upstream.api_base names no port"
+    return port
+
+
+def run_upstream_only(port: int) -> int:
+    """The demo's scripted upstream alone, in the foreground until interrupted: what
+    ``policies/demo.yaml`` points at, for a ``groundproxy serve`` of your own."""
+    from groundproxy.testing.fake_upstream import main as upstream
+
+    port = port or demo_upstream_port()
+    print(
+        f"demo upstream on http://127.0.0.1:{port}/v1 (scripted answers; Ctrl-C stops it)",
+        flush=True,
+    )
+    upstream(["--port", str(port), "--script", str(SAMPLES / "demo_script.json")])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m groundproxy.testing.demo [--port N]`` (what ``groundproxy demo`` runs)."""
+    """``python -m groundproxy.testing.demo [--port N] [--upstream-only]`` (what
+    ``groundproxy demo`` runs)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="groundproxy demo", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
-    return run_demo(parser.parse_args(argv).port)
+    parser.add_argument("--upstream-only", action="store_true")
+    args = parser.parse_args(argv)
+    if args.upstream_only:
+        return run_upstream_only(args.port)
+    return run_demo(args.port)
 
 
 if __name__ == "__main__":

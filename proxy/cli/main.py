@@ -13,6 +13,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import traceback
@@ -137,7 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("demo", help="sample tenant + documents + scripted upstream, end to end")
-    p.add_argument("--port", type=int, default=0, help="proxy port (default: a free one)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="proxy port (default: a free one); with --upstream-only, the upstream's "
+        "(default: the port of policies/demo.yaml's upstream.api_base, 8099)",
+    )
+    p.add_argument(
+        "--upstream-only",
+        action="store_true",
+        help="run only the demo's scripted upstream, in the foreground, for a "
+        "`groundproxy serve --policies ./policies` of your own",
+    )
 
     p = sub.add_parser("calibrate", help="split-conformal thresholds for a tenant (seed 003)")
     p.add_argument("file", type=Path, nargs="?", help="labelled rows (optional with --fit)")
@@ -220,6 +233,8 @@ def _run(args: argparse.Namespace) -> int:
         # The demo drives the public test doubles (groundproxy.testing, which imports proxy/):
         # run it as its own process rather than import it, so proxy/ never imports testing/.
         demo = [sys.executable, "-m", "groundproxy.testing.demo", "--port", str(args.port)]
+        if args.upstream_only:  # a server: this process becomes it, so a signal reaches it
+            os.execv(sys.executable, [*demo, "--upstream-only"])
         return subprocess.call(demo)
     if args.command == "calibrate" and args.fit:
         from groundproxy.proxy.cli.adapt_command import run_fit_command
