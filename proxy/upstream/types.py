@@ -6,7 +6,8 @@
   ``system_fingerprint``; ``body`` is the OpenAI-shaped dict the client gets (the
   upstream's own for a plain call; for a collected stream the body built by
   :func:`collect`, tool calls, logprobs and fingerprint included).
-* :class:`StreamDelta` — one choice's part of one streamed chunk.
+* :class:`StreamDelta` — one choice's part of one streamed chunk. Every streamed call asks
+  the upstream for its usage (:func:`asking_usage`), whatever the client asked.
 * :class:`ChunkStream` — THE stream parser: any async iterable of OpenAI chunks (litellm's
   objects or plain dicts) → :class:`StreamDelta` s; a stream that ends without a
   ``finish_reason`` raises ``upstream_incomplete``. :func:`collect` folds one into a
@@ -165,15 +166,16 @@ class Upstream(Protocol):
         extra: Json,
         stream: bool = False,
     ) -> UpstreamAnswer:
-        call = UpstreamCall(upstream, model, messages, extra)
         if stream:
+            call = UpstreamCall(upstream, model, messages, asking_usage(extra))
             return await collect(await self.open_stream(call))
-        return await self.answer(call)
+        return await self.answer(UpstreamCall(upstream, model, messages, extra))
 
     async def stream(
         self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json
     ) -> UpstreamStream:
-        return await self.open_stream(UpstreamCall(upstream, model, messages, extra))
+        call = UpstreamCall(upstream, model, messages, asking_usage(extra))
+        return await self.open_stream(call)
 
     async def embed(
         self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json
@@ -202,6 +204,17 @@ class Upstream(Protocol):
     async def completions(self, call: UpstreamCall, prompt: Any) -> tuple[Json, float]:
         """Legacy ``/v1/completions`` of ``prompt``: the upstream's body and seconds."""
         ...
+
+
+def asking_usage(extra: Json) -> Json:
+    """A streamed call's fields with ``stream_options.include_usage`` set: the upstream
+    reports the stream's token usage whether or not the client asked for it, so
+    ``groundproxy_tokens_total`` counts every streamed answer. The client's own stream is
+    written by the proxy (:mod:`proxy.streaming.sse`) and carries the usage chunk only when
+    the client asked for it (``wants_usage`` of the client's request)."""
+    options = extra.get("stream_options")
+    options = dict(options) if isinstance(options, dict) else {}
+    return {**extra, "stream_options": {**options, "include_usage": True}}
 
 
 def _incomplete(chunks: int) -> UpstreamError:
