@@ -67,6 +67,9 @@ RULES: list[dict[str, Any]] = [  # the last user message (or prompt) names the o
     {"match": "shape-no-message", "body": _body(None)},
     {"match": "shape-null-message", "body": {**_body(None), "choices": [
         {"index": 0, "message": None, "finish_reason": "stop"}]}},
+    {"match": "two-choices", "body": {**_body(None), "choices": [
+        {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        for i, text in enumerate([USAGE_ANSWER, "The warranty is 48 months."])]}},
     {"match": "multi-one", "answer": "The warranty is 48 months."},
     {"match": "multi-two", "answer": "The robot ships with a warranty of 12 months. "
                                      "The robot weighs 9 kilograms."},
@@ -236,6 +239,20 @@ def test_several_prompts_aggregate_every_choice(served: dict[str, Any]) -> None:
     strength = ["none", "annotate", "flag", "rewrite", "unverified", "block"]
     assert top["action"] == max((p["action"] for p in per), key=strength.index)
     assert raw.headers["x-groundproxy-action"] == top["action"]
+
+
+def test_chat_choices_aggregate_too(served: dict[str, Any]) -> None:
+    raw = _client(served, "sb").chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=_ask("two-choices")
+    )
+    done = raw.parse()
+    per = [(c.model_extra or {})["groundproxy"] for c in done.choices]
+    assert [p["action"] for p in per] == ["none", "rewrite"], per
+    assert raw.headers["x-groundproxy-action"] == "rewrite"  # choice 1's, the strongest
+    assert _counts(raw.headers["x-groundproxy-claims"])["total"] == sum(
+        len(p["claims"]) for p in per
+    )
+    assert float(raw.headers["x-groundproxy-trust"]) == round(min(p["trust"] for p in per), 2)
 
 
 # -- item 14: /v1/responses fields the spec requires -----------------------------------------
