@@ -14,7 +14,8 @@ on as JSON). A failed check is an :class:`~groundproxy.errors.UpstreamError` wit
 Integers are strict (``"12"`` is not a token count); ``null`` is accepted wherever the
 proxy already treats a field as absent. A completion without any choice (``choices: []``)
 is no answer at all: ``upstream_invalid`` too, never an empty answer passed on as trusted;
-so is a choice without a ``message`` (or with ``message: null``).
+so is a chat choice without a ``message`` (or with ``message: null``), and a text
+completion's choice without its ``text``.
 
 A message's (or a stream delta's) ``content`` given as a list of text parts
 (``[{"type": "text", "text": "..."}]``, as some OpenAI-compatible servers send it) is
@@ -113,7 +114,7 @@ class ChunkBody(_Answer):
 
 class TextChoice(_Open):
     index: int | None = None
-    text: str | None = None
+    text: str  # a choice without its text is no answer (upstream_invalid), as in chat
     finish_reason: str | None = None
     logprobs: Json | None = None
 

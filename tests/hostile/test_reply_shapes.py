@@ -70,6 +70,8 @@ RULES: list[dict[str, Any]] = [  # the last user message (or prompt) names the o
     {"match": "two-choices", "body": {**_body(None), "choices": [
         {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
         for i, text in enumerate([USAGE_ANSWER, "The warranty is 48 months."])]}},
+    {"match": "shape-no-text", "body": {"id": "cmpl-shape", "object": "text_completion",
+        "created": 1, "model": "m", "choices": [{"index": 0, "finish_reason": "stop"}]}},
     {"match": "multi-one", "answer": "The warranty is 48 months."},
     {"match": "multi-two", "answer": "The robot ships with a warranty of 12 months. "
                                      "The robot weighs 9 kilograms."},
@@ -106,7 +108,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     try:
         procs.append(start_fake_upstream(up_port, root / "up.json", root / "up.log"))
         procs.append(start_fake_upstream(judge_port, root / "judge.json", root / "judge.log"))
-        procs.append(start_proxy(port, policies, data, env=env, log_path=root / "proxy.log"))
+        procs.append(
+            start_proxy(port, policies, data, env=env, log_path=root / "proxy.log", timeout_s=600)
+        )  # a busy machine starts slowly
         url = f"http://127.0.0.1:{port}"
         for tenant in TENANTS:
             r = httpx.post(
@@ -207,6 +211,15 @@ def test_a_choice_without_message_is_502(served: dict[str, Any], case: str) -> N
         assert isinstance(err, dict) and err["code"] == "upstream_invalid", err
         assert set(err) >= {"message", "type", "param", "code"}, err  # OpenAI's error shape
         assert "'choices.0.message'" in err["message"], err
+
+
+def test_a_text_choice_without_text_is_502(served: dict[str, Any]) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        _client(served, "sb").completions.create(model="instruct", prompt="shape-no-text")
+    assert caught.value.status_code == 502
+    err = caught.value.body
+    assert isinstance(err, dict) and err["code"] == "upstream_invalid", err
+    assert "'choices.0.text'" in err["message"], err
 
 
 # -- item 12: several prompts, one verdict over all their choices ----------------------------
