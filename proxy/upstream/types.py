@@ -227,7 +227,9 @@ def _incomplete(chunks: int) -> UpstreamError:
 def parse_chunk(chunk: Any) -> tuple[Json, list[StreamDelta]]:
     """One OpenAI chunk (an object with ``model_dump`` or a mapping) → its ``id`` /
     ``created`` / ``model`` and its deltas (usage rides on the last one, or alone)."""
-    raw = chunk.model_dump() if hasattr(chunk, "model_dump") else chunk
+    # warnings=False: a field of an odd type (content as a list of parts) would have
+    # pydantic print its value — the answer's text — to stderr
+    raw = chunk.model_dump(warnings=False) if hasattr(chunk, "model_dump") else chunk
     data = chunk_body(dict(raw) if isinstance(raw, Mapping) else raw)
     meta: Json = {"id": data.get("id"), "created": data.get("created"), "model": data.get("model")}
     fingerprint = data.get("system_fingerprint")

@@ -5,7 +5,7 @@ One real ``groundproxy serve`` process, a scripted upstream and a scripted judge
 real HTTP process: ``groundproxy.testing.fake_upstream``), driven by the official ``openai``
 client. Tenants: ``sb`` buffer, ``ss`` sentence-mode streams, ``sr`` ``guard: false``
 (relayed), ``sj`` buffer with a judge that escalates every claim (and answers no JSON, so
-each escalated claim is skipped as ``bad_json``).
+each escalated claim is skipped as ``bad_json``), ``sl`` buffer through litellm.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 HANDBOOK = "The Acme robot has a warranty of 12 months from the date of purchase."
 WRONG = ["The warranty is ", "48 months."]  # a false answer, in two text parts
-TENANTS = ("sb", "ss", "sr", "sj")
+TENANTS = ("sb", "ss", "sr", "sj", "sl")
 USAGE_ANSWER = "The warranty is 12 months from the date of purchase."
 
 
@@ -85,6 +85,8 @@ def _spec(tenant: str, up_port: int, judge_port: int) -> dict[str, Any]:
     spec["stream"] = "sentence" if tenant == "ss" else "buffer"
     if tenant == "sr":
         spec["guard"] = False
+    if tenant == "sl":  # buffer mode through litellm rather than the direct OpenAI wire
+        spec["upstream"]["transport"] = "litellm"
     if tenant == "sj":
         spec["judge"] = {"model": "openai/judge", "escalate": "all",
                          "api_base": f"http://127.0.0.1:{judge_port}/v1"}  # fmt: skip
@@ -168,7 +170,7 @@ def test_text_parts_in_the_responses_api(served: dict[str, Any]) -> None:
              raw.headers["x-groundproxy-trust"])  # fmt: skip
 
 
-@pytest.mark.parametrize("tenant", ["sb", "ss", "sr"])
+@pytest.mark.parametrize("tenant", ["sb", "ss", "sr", "sl"])
 def test_streamed_text_parts(served: dict[str, Any], tenant: str) -> None:
     with _client(served, tenant).chat.completions.with_streaming_response.create(
         model="gpt-4o-mini", messages=_ask("shape-parts-stream"), stream=True
