@@ -32,6 +32,7 @@ from groundproxy.guards.adapter_features import (
 )
 from groundproxy.guards.adapter_signals import CLAIM_FIELDS, answer_signals
 from groundproxy.guards.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.choices import combined as combined_choices
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.decide import model_threshold, resolve_threshold
 from groundproxy.guards.failures import admission, budget_error, overload_error, shed_error
@@ -136,6 +137,7 @@ __all__ = [
     "checked",
     "claim_logprobs",
     "claim_text",
+    "combined_choices",
     "conformal_threshold",
     "coverage",
     "decide_claims",

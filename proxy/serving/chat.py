@@ -21,6 +21,7 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from groundproxy.guards import (
+    combined_choices,
     dropped_note,
     parse_json_answer,
     report_body,
@@ -58,7 +59,7 @@ class Completed:
 
     body: dict[str, Any]
     headers: dict[str, str]
-    report: GuardReport  # choice 0's (each choice of n > 1 carries its own in the body)
+    report: GuardReport  # over every choice (guards.choices; n > 1: each its own in the body)
 
 
 def asked_by(req: ChatCompletionRequest) -> Asked:
@@ -126,8 +127,9 @@ class ChatServing(UpstreamServing):
         asked = asked_by(req)
         started = self.call.clock.monotonic()
         reports, notes = await self._guard_choices(scope, req, body, asked)
-        report = reports[0] if reports else no_claims()
-        report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
+        # headers and the top-level object: every choice's verdict (guards.choices)
+        report = combined_choices(reports or [no_claims()],
+                                  (self.call.clock.monotonic() - started) * 1000.0)  # fmt: skip
         body["groundproxy"] = report_body(report, scope.policy_id)
         if notes:  # beside a request-context note (report_body)
             body["groundproxy"].setdefault("notes", []).extend(notes)

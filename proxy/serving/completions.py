@@ -2,8 +2,10 @@
 
 Each choice's ``text`` is verified against the prompt (the request's own context) and the
 tenant's index, and rewritten per the policy; the verdict rides in the ``x-groundproxy-*``
-headers and the body's ``groundproxy`` object. ``stream: true`` is answered in buffer mode:
-the whole guarded text re-sent as ``text_completion`` chunks, ``groundproxy`` in the last.
+headers and the body's ``groundproxy`` object — over several prompts (or ``n > 1``) the
+aggregate over every choice (:mod:`guards.choices`), each choice carrying its own too.
+``stream: true`` is answered in buffer mode: the whole guarded text re-sent as
+``text_completion`` chunks, ``groundproxy`` in the last.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import dropped_note, report_body, still_describes
+from groundproxy.guards import combined_choices, dropped_note, report_body, still_describes
 from groundproxy.guards.types import GuardReport
 from groundproxy.proxy.openai_requests import CompletionsRequest
 from groundproxy.proxy.protocol import checked
@@ -158,8 +160,9 @@ class CompletionsServing(UpstreamServing):
                 choice["finish_reason"] = "content_filter"
             if len(body["choices"]) > 1:
                 choice["groundproxy"] = report_body(report, scope.policy_id)
-        report = reports[0] if reports else no_claims()
-        report.latency_ms = (self.call.clock.monotonic() - started) * 1000.0
+        # headers and the top-level object: every choice's verdict (guards.choices)
+        report = combined_choices(reports or [no_claims()],
+                                  (self.call.clock.monotonic() - started) * 1000.0)  # fmt: skip
         body["groundproxy"] = report_body(report, scope.policy_id)
         if notes:  # beside a request-context note (report_body)
             body["groundproxy"].setdefault("notes", []).extend(notes)

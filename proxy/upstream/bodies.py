@@ -13,7 +13,15 @@ on as JSON). A failed check is an :class:`~groundproxy.errors.UpstreamError` wit
 
 Integers are strict (``"12"`` is not a token count); ``null`` is accepted wherever the
 proxy already treats a field as absent. A completion without any choice (``choices: []``)
-is no answer at all: ``upstream_invalid`` too, never an empty answer passed on as trusted.
+is no answer at all: ``upstream_invalid`` too, never an empty answer passed on as trusted;
+so is a chat choice without a ``message`` (or with ``message: null``), and a text
+completion's choice without its ``text``.
+
+A message's (or a stream delta's) ``content`` given as a list of text parts
+(``[{"type": "text", "text": "..."}]``, as some OpenAI-compatible servers send it) is
+joined here into the one string OpenAI's answers carry, so the guard reads — and the client
+gets — that text like any other; a part of any other type (or without its ``text``) is
+``upstream_invalid``: no reply shape reaches the client unguarded.
 """
 
 from __future__ import annotations
@@ -48,9 +56,14 @@ class ToolCall(_Open):
     function: Function | None = None
 
 
+class ContentPart(_Open):
+    type: str
+    text: str | None = None
+
+
 class Message(_Open):
     role: str | None = None
-    content: str | list[Json] | None = None
+    content: str | list[ContentPart] | None = None
     refusal: str | None = None
     tool_calls: list[ToolCall] | None = None
     function_call: Function | None = None
@@ -79,7 +92,7 @@ class _Answer(_Open):
 
 class ChatChoice(_Open):
     index: int | None = None
-    message: Message | None = None
+    message: Message  # a choice without one is no answer (upstream_invalid)
     finish_reason: str | None = None
     logprobs: Json | None = None
 
@@ -101,7 +114,7 @@ class ChunkBody(_Answer):
 
 class TextChoice(_Open):
     index: int | None = None
-    text: str | None = None
+    text: str  # a choice without its text is no answer (upstream_invalid), as in chat
     finish_reason: str | None = None
     logprobs: Json | None = None
 
@@ -148,12 +161,35 @@ def checked(model: type[M], body: Any, what: str) -> Json:
     return body
 
 
+def _joined(content: list[Any], where: str, what: str) -> str:
+    """A content list of text parts as one string (module docstring)."""
+    texts: list[str] = []
+    for i, part in enumerate(content):
+        if part.get("type") != "text":
+            raise invalid(what, f"{where}.{i}.type", "only text parts can be guarded")
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise invalid(what, f"{where}.{i}.text", "a text part without its text")
+        texts.append(text)
+    return "".join(texts)
+
+
+def _join_parts(body: Json, key: str, what: str) -> Json:
+    """``body`` with each choice's ``key`` (``message`` or ``delta``) content list joined."""
+    for i, choice in enumerate(body.get("choices") or []):
+        message = choice.get(key)
+        if isinstance(message, dict) and isinstance(message.get("content"), list):
+            where = f"choices.{i}.{key}.content"
+            message["content"] = _joined(message["content"], where, what)
+    return body
+
+
 def chat_body(body: Any) -> Json:
-    return checked(ChatBody, body, "chat completion")
+    return _join_parts(checked(ChatBody, body, "chat completion"), "message", "chat completion")
 
 
 def chunk_body(body: Any) -> Json:
-    return checked(ChunkBody, body, "stream chunk")
+    return _join_parts(checked(ChunkBody, body, "stream chunk"), "delta", "stream chunk")
 
 
 def text_body(body: Any) -> Json:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Any
 
 import structlog
@@ -52,6 +53,10 @@ def import_litellm() -> Any:
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True
+    # litellm dumps its own objects as it streams; an upstream field of an odd type (content
+    # as a list of text parts, joined in proxy.upstream.bodies) made pydantic print the
+    # value — the answer's text — to stderr: never a body in the logs
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning)
     if litellm.aclient_session is None:  # error bodies cut before litellm reads them
         from groundproxy.proxy.upstream.transport import bounded_client
 
@@ -206,7 +211,7 @@ class UpstreamClient(Upstream):
         started = time.perf_counter()
         try:
             resp = await self._acompletion(kwargs)
-            body: dict[str, Any] = resp.model_dump(exclude_none=False)
+            body: dict[str, Any] = resp.model_dump(exclude_none=False, warnings=False)
         except Exception as exc:  # mapped below, re-raised as our own tree
             raise self._map(exc) from exc
         return UpstreamAnswer(Completion.from_body(body), time.perf_counter() - started)

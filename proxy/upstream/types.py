@@ -6,7 +6,8 @@
   ``system_fingerprint``; ``body`` is the OpenAI-shaped dict the client gets (the
   upstream's own for a plain call; for a collected stream the body built by
   :func:`collect`, tool calls, logprobs and fingerprint included).
-* :class:`StreamDelta` — one choice's part of one streamed chunk.
+* :class:`StreamDelta` — one choice's part of one streamed chunk. Every streamed call asks
+  the upstream for its usage (:func:`asking_usage`), whatever the client asked.
 * :class:`ChunkStream` — THE stream parser: any async iterable of OpenAI chunks (litellm's
   objects or plain dicts) → :class:`StreamDelta` s; a stream that ends without a
   ``finish_reason`` raises ``upstream_incomplete``. :func:`collect` folds one into a
@@ -165,15 +166,16 @@ class Upstream(Protocol):
         extra: Json,
         stream: bool = False,
     ) -> UpstreamAnswer:
-        call = UpstreamCall(upstream, model, messages, extra)
         if stream:
+            call = UpstreamCall(upstream, model, messages, asking_usage(extra))
             return await collect(await self.open_stream(call))
-        return await self.answer(call)
+        return await self.answer(UpstreamCall(upstream, model, messages, extra))
 
     async def stream(
         self, upstream: UpstreamPolicy, model: str, messages: list[Json], extra: Json
     ) -> UpstreamStream:
-        return await self.open_stream(UpstreamCall(upstream, model, messages, extra))
+        call = UpstreamCall(upstream, model, messages, asking_usage(extra))
+        return await self.open_stream(call)
 
     async def embed(
         self, upstream: UpstreamPolicy, model: str, inputs: Any, extra: Json
@@ -204,6 +206,17 @@ class Upstream(Protocol):
         ...
 
 
+def asking_usage(extra: Json) -> Json:
+    """A streamed call's fields with ``stream_options.include_usage`` set: the upstream
+    reports the stream's token usage whether or not the client asked for it, so
+    ``groundproxy_tokens_total`` counts every streamed answer. The client's own stream is
+    written by the proxy (:mod:`proxy.streaming.sse`) and carries the usage chunk only when
+    the client asked for it (``wants_usage`` of the client's request)."""
+    options = extra.get("stream_options")
+    options = dict(options) if isinstance(options, dict) else {}
+    return {**extra, "stream_options": {**options, "include_usage": True}}
+
+
 def _incomplete(chunks: int) -> UpstreamError:
     return UpstreamError(
         f"upstream stream incomplete: it ended after {chunks} chunks without a finish_reason",
@@ -214,7 +227,9 @@ def _incomplete(chunks: int) -> UpstreamError:
 def parse_chunk(chunk: Any) -> tuple[Json, list[StreamDelta]]:
     """One OpenAI chunk (an object with ``model_dump`` or a mapping) → its ``id`` /
     ``created`` / ``model`` and its deltas (usage rides on the last one, or alone)."""
-    raw = chunk.model_dump() if hasattr(chunk, "model_dump") else chunk
+    # warnings=False: a field of an odd type (content as a list of parts) would have
+    # pydantic print its value — the answer's text — to stderr
+    raw = chunk.model_dump(warnings=False) if hasattr(chunk, "model_dump") else chunk
     data = chunk_body(dict(raw) if isinstance(raw, Mapping) else raw)
     meta: Json = {"id": data.get("id"), "created": data.get("created"), "model": data.get("model")}
     fingerprint = data.get("system_fingerprint")

@@ -130,7 +130,8 @@ async def test_the_fake_follows_its_script_and_failure_models() -> None:
     assert isinstance(fake, FakeUpstream)
     assert [(c.model, c.stream, c.extra) for c in fake.calls] == [
         ("openai/gpt-4o-mini", False, {"seed": 1}),
-        ("openai/gpt-4o-mini", True, {}),
+        # a streamed call asks for the usage whatever the client asked (metrics count it)
+        ("openai/gpt-4o-mini", True, {"stream_options": {"include_usage": True}}),
     ]
     with pytest.raises(UpstreamError):
         await fake.complete(policy, "openai/fail-500", MESSAGES, {})
