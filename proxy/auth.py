@@ -18,6 +18,7 @@ from starlette.requests import Request
 from groundproxy.errors import AuthenticationError, PermissionDeniedError
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.state import app_state
+from groundproxy.proxy.storage.feedback import CALLER, key_fingerprint
 
 
 def bearer_key(request: Request) -> str:
@@ -82,6 +83,7 @@ Lookup = Callable[[Request, PolicyStore], LoadedPolicy]
 def _bound(lookup: Lookup, request: Request) -> LoadedPolicy:
     loaded = lookup(request, app_state(request).policies)
     structlog.contextvars.bind_contextvars(tenant=loaded.policy.tenant)
+    CALLER.set(key_fingerprint(bearer_key(request)))  # a judge label records whose request
     return loaded
 
 

@@ -56,7 +56,7 @@ from groundproxy.guards.types import ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.storage.adapters import AdapterCache
-from groundproxy.proxy.storage.feedback import Labelled
+from groundproxy.proxy.storage.feedback import CALLER, Labelled
 from groundproxy.proxy.upstream.judge_client import JudgeCall, JudgeCaller, judge_upstream
 
 LabelSink = Callable[[str, Labelled], Any]  # (tenant, label) → stored (Storage.append_feedback)
@@ -329,6 +329,7 @@ async def keep_label(
     item = Labelled(
         answer=report.original, label_hallucinated=label, question=question,
         context=[text for _, text in context if text.strip()], claims=claims or None,
+        source="judge", key=CALLER.get(),  # caused by a client key: label_count caps it
     )  # fmt: skip
     try:
         await anyio.to_thread.run_sync(guard.labels, policy.tenant, item)
