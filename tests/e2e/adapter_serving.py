@@ -34,19 +34,25 @@ def serving(root: Path, specs: dict[str, dict[str, Any]]) -> Iterator[tuple[str,
         stop_process(proc)
 
 
-def fit_adapter(tenant: str, data: Path, policies: Path) -> tuple[dict[str, Any], str]:
-    """(the written adapter's content as ``--json`` prints it, the CLI's stderr); a failed
-    fit fails the test with its stderr."""
-    fit = subprocess.run(
+def run_fit(tenant: str, data: Path, policies: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``groundproxy calibrate --fit --json`` (and ``extra``) as the real CLI process."""
+    return subprocess.run(
         [
             *(sys.executable, "-m", "groundproxy.proxy", "calibrate", "--fit"),
             *("--tenant", tenant, "--data", str(data), "--policies", str(policies), "--json"),
+            *extra,
         ],
         capture_output=True,
         text=True,
         env=os.environ.copy(),
         timeout=600,
     )
+
+
+def fit_adapter(tenant: str, data: Path, policies: Path, *extra: str) -> tuple[dict[str, Any], str]:
+    """(the written adapter's content as ``--json`` prints it, the CLI's stderr); a failed
+    fit fails the test with its stderr."""
+    fit = run_fit(tenant, data, policies, *extra)
     assert fit.returncode == 0, fit.stderr
     content: dict[str, Any] = json.loads(fit.stdout.strip().splitlines()[-1])
     return content, fit.stderr
