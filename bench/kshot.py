@@ -7,10 +7,11 @@ policy, no tenant index), giving the adapter's signals
 (:mod:`groundproxy.guards.adapter_signals`), the zero-shot decision ("any claim not
 supported") and the lexical baseline's score (the seed-001 method of ``bench/accuracy.py``,
 threshold 0.5). The signals are cached on disk, outside the repository
-(``~/.cache/groundproxy-bench/kshot/<file>-<content sha256>-<seed>-<code fingerprint>.json``, one row saved
-at a time), so a stopped run resumes, a smaller pool reuses a larger one's rows and the
-fits below re-run in seconds; the fingerprint covers the code that produces the signals
-and the model files, not the aggregation / fitting code.
+(``~/.cache/groundproxy-bench/kshot/<file>-<content sha256>-<seed>-<code fingerprint>.json``,
+one row saved at a time: a file named like another never reads its signals), so a stopped run
+resumes, a smaller pool reuses a larger one's rows and the fits below re-run in seconds;
+the fingerprint covers the code that produces the signals and the model files, not the
+aggregation / fitting code.
 
 ``learned`` is the zero-shot learned answer-level decision (policy ``verifier.decision:
 learned``: the default verifier's combiner shipped in ``models/<verifier>/answer-combiner.json``,
@@ -53,7 +54,7 @@ from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, content_key, fingerprint
 from groundproxy.proxy.cli.adapt import Candidates, fit_combiner
-from groundproxy.proxy.offline import eval_policy, signals_of
+from groundproxy.proxy.offline import eval_policy, signals_of, zero_shot_decision
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import SHIPPED, shipped_decision
@@ -107,7 +108,15 @@ def extract(
             print(f"  {path.stem}: {len(saved['rows'])}/{len(rows)}", file=sys.stderr, flush=True)
     n = min(len(rows), len(saved["rows"]))
     per_row = saved["seconds"] / max(1, len(saved["rows"]))
-    return rows[:n], saved["rows"][:n], per_row
+    return rows[:n], [_served_zero(s) for s in saved["rows"][:n]], per_row
+
+
+def _served_zero(row: dict[str, Any]) -> dict[str, Any]:
+    """A cached row with its zero-shot decision as served (offline.zero_shot_decision):
+    rows cached before said an answer with no claims was hallucinated."""
+    claims = row["signals"]["claims"]
+    zero = zero_shot_decision(len(claims), bool(int(row["zero"])))
+    return {**row, "zero": zero}
 
 
 # The adapter as first shipped (the 17 legacy features, C = 1) beside the current fit.

@@ -173,9 +173,10 @@ def adapter_sure(
     logprobs: Sequence[tuple[float, float]] | None = None,
 ) -> bool:
     """Is ``adapter`` good enough (cross-fitted balanced accuracy ≥ :data:`ADAPTER_GOOD`,
-    and its fit let it decide alone: ``fit.decides_alone``, proven on reviewers' labels held
-    back from it — never on judge labels alone) and the answer at least :data:`ADAPTER_SURE` from its decision boundary
-    (:func:`adapter_margin`)? (Then the adapter decides alone and no claim is escalated.)"""
+    and its fit let it decide alone: ``fit.decides_alone``, proven on reviewers' labels
+    held back from it — never on judge labels alone) and the answer at least
+    :data:`ADAPTER_SURE` from its decision boundary (:func:`adapter_margin`)? (Then the
+    adapter decides alone and no claim is escalated.)"""
     return adapter_decides(adapter, answer_features(verified, results, alignment, logprobs))
 
 

@@ -23,10 +23,10 @@ from typing import Any
 from groundproxy.errors import BadRequestError
 from groundproxy.guards import (
     FEATURE_SETS,
-    Adapter,
     LOGPROB_FEATURES,
     LOGPROB_SETS,
     TOKEN_FEATURES,
+    Adapter,
     features_from_signals,
     impute_missing,
 )

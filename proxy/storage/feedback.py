@@ -28,9 +28,9 @@ append is one ``write`` of one line, flushed and fsynced, under a per-process lo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import hashlib
 import threading
 import time
 import uuid

@@ -34,7 +34,9 @@ def serving(root: Path, specs: dict[str, dict[str, Any]]) -> Iterator[tuple[str,
         stop_process(proc)
 
 
-def run_fit(tenant: str, data: Path, policies: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_fit(
+    tenant: str, data: Path, policies: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     """``groundproxy calibrate --fit --json`` (and ``extra``) as the real CLI process."""
     return subprocess.run(
         [

@@ -50,15 +50,14 @@ WRONG = "The meeting is on Friday at 15:00 in room {r}."
 QUESTION = "When is the meeting?"
 TIME_QUOTE = "The team meeting is on Tuesday at 10:00"
 JUDGE_RULES = [
+    # an injected judge, inverted for answers about rooms Zf… (right) and Zw… (wrong):
+    # right answers contradicted, wrong values supported (the first match wins)
+    {"match": "room Zf", "answer": verdicts(("c1", "contradicted", TIME_QUOTE))},
+    {"match": "room Zw", "answer": verdicts(("c1", "supported", TIME_QUOTE))},
     {"match": "usually good", "answer": verdicts(
         ("c1", "supported", TIME_QUOTE), ("c2", "supported", "Coffee is served there."))},
     {"match": "Friday at 15:00", "answer": verdicts(("c1", "contradicted", TIME_QUOTE))},
-    # an injected judge, inverted: right answers contradicted, wrong values supported
-    {"match": "coffee there is fine", "answer": verdicts(("c1", "contradicted", TIME_QUOTE))},
-    {"match": "Friday at 16:00", "answer": verdicts(("c1", "supported", TIME_QUOTE))},
 ]  # fmt: skip
-POISON_FINE = "The meeting is on Tuesday at 10:00 in room {r}. The coffee there is fine."
-POISON_WRONG = "The meeting is on Friday at 16:00 in room {r}."
 # client keys per tenant: KEYS[tenant] and these (a judge label records which one caused it)
 MORE_KEYS = {t: [f"sk-{t}-client-{i}" for i in range(1, 4)] for t in ("acme", "globex", "hooli")}
 KEYS_OF = {t: [KEYS.get(t, f"sk-{t}-client-0"), *MORE_KEYS.get(t, [])]
@@ -200,9 +199,9 @@ def test_a_poisoning_burst_ships_no_adapter_and_keeps_the_judge(server: Any) -> 
     url, policies, data, judge_port = server
     with httpx.Client(base_url=url, timeout=120) as c:
         for i in range(33):
-            room = f"P{i}"
-            assert _check(c, "initech", POISON_FINE.format(r=room), room)["judge"]["escalated"]
-            _check(c, "initech", POISON_WRONG.format(r=room), room)
+            right, wrong = f"Zf{i}", f"Zw{i}"
+            assert _check(c, "initech", FINE.format(r=right), right)["judge"]["escalated"]
+            _check(c, "initech", WRONG.format(r=wrong), wrong)
         labels = _labels(data, "initech")
         assert len(labels) >= 33 and {r["source"] for r in labels} == {"judge"}
         for extra in ((), ("--accept-warnings",)):
@@ -211,7 +210,7 @@ def test_a_poisoning_burst_ships_no_adapter_and_keeps_the_judge(server: Any) -> 
             assert "at most 5 per client key per 10 minutes" in fit.stderr
             assert _adapter_in_force(data, "initech") is None
         calls = _calls(judge_port)
-        fine = _check(c, "initech", POISON_FINE.format(r="Q1"), "Q1")
+        fine = _check(c, "initech", FINE.format(r="Zf99"), "Zf99")
     assert "adapter" not in fine and "decided_by" not in fine["judge"]
     assert fine["judge"]["escalated"] >= 1 and _calls(judge_port) > calls  # the judge is on
 
@@ -221,16 +220,17 @@ def test_judge_labels_that_would_lower_held_back_accuracy_are_refused(server: An
     Before, the fit shipped the inverted adapter (it beat zero-shot on all the labels); now
     judge labels are capped per key, never outvote a value rule, never decide a refit: on
     the reviewers' labels held back nothing beats zero-shot, which stays."""
-    url, policies, data, judge_port = server
+    url, policies, data, _ = server
     with httpx.Client(base_url=url, timeout=120) as c:
         for i in range(5):
             for key in range(4):
-                room = f"H{i}-{key}"
-                _check(c, "hooli", POISON_FINE.format(r=room), room, key)
-                _check(c, "hooli", POISON_WRONG.format(r=room), room, key)
+                right, wrong = f"Zf{i}-{key}", f"Zw{i}-{key}"
+                _check(c, "hooli", FINE.format(r=right), right, key)
+                _check(c, "hooli", WRONG.format(r=wrong), wrong, key)
+        assert len({r["key"] for r in _labels(data, "hooli")}) == 4
         for i in range(8):
             room = f"R{i}"
-            _review(c, "hooli", POISON_FINE.format(r=room), room, "supported")
+            _review(c, "hooli", FINE.format(r=room), room, "supported")
             _review(c, "hooli", WRONG.format(r=room), room, "hallucinated")
         content, stderr = fit_adapter("hooli", data, policies)
         held = content["fit"]["held_back"]
@@ -238,5 +238,6 @@ def test_judge_labels_that_would_lower_held_back_accuracy_are_refused(server: An
         assert held["n"] >= 4 and held["in_force"] == "zero-shot"
         assert "only reviewers' labels decide it" in stderr
         assert _adapter_in_force(data, "hooli") is None
-        right = _check(c, "hooli", POISON_FINE.format(r="S1"), "S1")
-    assert "adapter" not in right and right["judge"]["escalated"] >= 1
+        right = _check(c, "hooli", FINE.format(r="S1"), "S1")
+    assert "adapter" not in right and right["judge"]["escalated"] == 2
+    assert right["action"] == "none"
