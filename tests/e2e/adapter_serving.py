@@ -27,7 +27,8 @@ def serving(root: Path, specs: dict[str, dict[str, Any]]) -> Iterator[tuple[str,
     for tenant, spec in specs.items():
         (policies / f"{tenant}.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     port = free_port()
-    proc = start_proxy(port, policies, data, log_path=root / "proxy.log")
+    # a generous start: the model loads take minutes on a busy 2-core machine
+    proc = start_proxy(port, policies, data, log_path=root / "proxy.log", timeout_s=600)
     try:
         yield f"http://127.0.0.1:{port}", policies, data
     finally:

@@ -144,7 +144,7 @@ def _teach(c: httpx.Client, tenant: str, data: Path, policies: Path, judge_port:
     calls = _calls(judge_port)
     still = _check(c, tenant, FINE.format(r="Larch"), "Larch")
     assert still["judge"]["escalated"] == 2 and "decided_by" not in still["judge"]
-    assert _calls(judge_port) == calls + 2
+    assert _calls(judge_port) == calls + 1  # one judge call for the answer's claims
 
     for room in ROOMS[:6]:  # a reviewer confirms the judge's labels
         _review(c, tenant, FINE.format(r=room), room, "supported")
@@ -238,6 +238,8 @@ def test_judge_labels_that_would_lower_held_back_accuracy_are_refused(server: An
         assert held["n"] >= 4 and held["in_force"] == "zero-shot"
         assert "only reviewers' labels decide it" in stderr
         assert _adapter_in_force(data, "hooli") is None
-        right = _check(c, "hooli", FINE.format(r="S1"), "S1")
-    assert "adapter" not in right and right["judge"]["escalated"] == 2
-    assert right["action"] == "none"
+        fine = _check(c, "hooli", FINE.format(r="S1"), "S1")
+    # no adapter; the reviewers' labels (zero-shot right on all 16) prove zero-shot instead
+    assert "adapter" not in fine and fine["action"] == "none"
+    assert fine["judge"].get("decided_by") == "zero_shot"
+    assert content["fit"]["reviewer"] == {"n": 16, "zero_shot_balanced_accuracy": 1.0}
