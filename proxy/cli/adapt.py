@@ -12,7 +12,6 @@ about the labels) is :mod:`groundproxy.proxy.cli.adapt_fit`.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -139,7 +138,7 @@ def fit_tenant(
         more = read_labelled(labels_file)
         if not more:
             raise BadRequestError(f"{labels_file}: no labelled answers")
-        items += [dataclasses.replace(it, source="reviewer") for it in more]
+        items += more  # a reviewer's unless a row says "source": "judge" (an exported store)
     capped = within_burst_cap(items)
     started = time.perf_counter()
     with build_guard(Settings(data=data, batch_window_ms=0), storage=store) as guard:
