@@ -203,7 +203,7 @@ def test_a_poisoning_burst_ships_no_adapter_and_keeps_the_judge(server: Any) -> 
             assert _check(c, "initech", FINE.format(r=right), right)["judge"]["escalated"]
             _check(c, "initech", WRONG.format(r=wrong), wrong)
         labels = _labels(data, "initech")
-        assert len(labels) >= 33 and {r["source"] for r in labels} == {"judge"}
+        assert len(labels) >= 20 and {r["source"] for r in labels} == {"judge"}
         for extra in ((), ("--accept-warnings",)):
             fit = run_fit("initech", data, policies, *extra)
             assert fit.returncode == 2, fit.stdout + fit.stderr  # too few labels count
@@ -233,8 +233,8 @@ def test_judge_labels_that_would_lower_held_back_accuracy_are_refused(server: An
             _review(c, "hooli", FINE.format(r=room), room, "supported")
             _review(c, "hooli", WRONG.format(r=room), room, "hallucinated")
         content, stderr = fit_adapter("hooli", data, policies)
+        assert content.get("decision") == "zero_shot", content["fit"]  # no adapter shipped
         held = content["fit"]["held_back"]
-        assert content["decision"] == "zero_shot", held
         assert held["n"] >= 4 and held["in_force"] == "zero-shot"
         assert "only reviewers' labels decide it" in stderr
         assert _adapter_in_force(data, "hooli") is None
