@@ -7,10 +7,11 @@ policy, no tenant index), giving the adapter's signals
 (:mod:`groundproxy.guards.adapter_signals`), the zero-shot decision ("any claim not
 supported") and the lexical baseline's score (the seed-001 method of ``bench/accuracy.py``,
 threshold 0.5). The signals are cached on disk, outside the repository
-(``~/.cache/groundproxy-bench/kshot/<file>-<seed>-<code fingerprint>.json``, one row saved
-at a time), so a stopped run resumes, a smaller pool reuses a larger one's rows and the
-fits below re-run in seconds; the fingerprint covers the code that produces the signals
-and the model files, not the aggregation / fitting code.
+(``~/.cache/groundproxy-bench/kshot/<file>-<content sha256>-<seed>-<code fingerprint>.json``,
+one row saved at a time: a file named like another never reads its signals), so a stopped run
+resumes, a smaller pool reuses a larger one's rows and the fits below re-run in seconds;
+the fingerprint covers the code that produces the signals and the model files, not the
+aggregation / fitting code.
 
 ``learned`` is the zero-shot learned answer-level decision (policy ``verifier.decision:
 learned``: the default verifier's combiner shipped in ``models/<verifier>/answer-combiner.json``,
@@ -51,9 +52,9 @@ from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_s
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.models.scoring import balanced_accuracy
-from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
+from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, content_key, fingerprint
 from groundproxy.proxy.cli.adapt import Candidates, fit_combiner
-from groundproxy.proxy.offline import eval_policy, signals_of
+from groundproxy.proxy.offline import eval_policy, signals_of, zero_shot_decision
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import SHIPPED, shipped_decision
@@ -82,12 +83,15 @@ def extract(
     cache_dir: Path = CACHE / "kshot",
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     """The pool's rows (a prefix of the file's seeded shuffle) and each row's served signals
-    and zero-shot decision, read from / added to ``<cache_dir>/<file>-<seed>-<fingerprint>.json``
+    and zero-shot decision, read from / added to
+    ``<cache_dir>/<file>-<content>-<seed>-<fingerprint>.json``
     (resumes where it stopped; a smaller pool reuses a larger one's prefix). ``guard`` None:
     cached rows only (the pool shrinks to what is cached)."""
     rows = pool_rows(path, pool, POOL_SEED)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    where = cache_dir / f"{path.stem}-{POOL_SEED}-{fingerprint()}.json"
+    # keyed by the file's content, not its name: a file named like another never reads its
+    # signals (signal_cache.content_key)
+    where = cache_dir / f"{path.stem}-{content_key(path)}-{POOL_SEED}-{fingerprint()}.json"
     saved: dict[str, Any] = {"file": path.stem, "rows": [], "seconds": 0.0}
     if where.exists():
         saved = json.loads(where.read_text(encoding="utf-8"))
@@ -104,7 +108,15 @@ def extract(
             print(f"  {path.stem}: {len(saved['rows'])}/{len(rows)}", file=sys.stderr, flush=True)
     n = min(len(rows), len(saved["rows"]))
     per_row = saved["seconds"] / max(1, len(saved["rows"]))
-    return rows[:n], saved["rows"][:n], per_row
+    return rows[:n], [_served_zero(s) for s in saved["rows"][:n]], per_row
+
+
+def _served_zero(row: dict[str, Any]) -> dict[str, Any]:
+    """A cached row with its zero-shot decision as served (offline.zero_shot_decision):
+    rows cached before said an answer with no claims was hallucinated."""
+    claims = row["signals"]["claims"]
+    zero = zero_shot_decision(len(claims), bool(int(row["zero"])))
+    return {**row, "zero": zero}
 
 
 # The adapter as first shipped (the 17 legacy features, C = 1) beside the current fit.

@@ -53,6 +53,13 @@ def _oof(fit: Any) -> float | None:
     return None
 
 
+def _decides_alone(fit: Any) -> bool:
+    found = fit.get("decides_alone", True) if isinstance(fit, Mapping) else True
+    if not isinstance(found, bool):
+        raise PolicyError("adapter: 'fit.decides_alone' must be true or false")
+    return found
+
+
 @dataclass(frozen=True)
 class Adapter:
     """A fitted combiner: standardized named features → logistic P(hallucinated)."""
@@ -71,6 +78,11 @@ class Adapter:
     # the fit's cross-fitted balanced accuracy on its labels (``fit.oof_balanced_accuracy``;
     # None when the file has none): the judge gate trusts only an adapter this good
     oof_balanced_accuracy: float | None = None
+    # may it decide an answer alone, nothing escalated to the judge? ``fit.decides_alone``:
+    # False when its balanced accuracy on reviewers' labels held back from its fit is below
+    # the gate, or it had none (judge labels alone never let an adapter decide alone); a
+    # file from before the field existed: True (then the oof gate alone applies)
+    decides_alone: bool = True
 
     @property
     def uses_tokens(self) -> bool:
@@ -137,16 +149,19 @@ class Adapter:
             threshold=float(threshold),
             source=source,
             oof_balanced_accuracy=_oof(data.get("fit")),
+            decides_alone=_decides_alone(data.get("fit")),
         )
 
 
 @dataclass(frozen=True)
 class ZeroShotRecord:
     """A fit that kept the zero-shot decision (``"decision": "zero_shot"``): no adapter is
-    in force, and the record says how well zero-shot did on the tenant's labels (``n`` of
-    them, for ``verifier``). With ``judge.labels`` those are the judge's own verdicts, so a
-    record with a high :attr:`balanced_accuracy` proves zero-shot as good as the judge on
-    this tenant's answers (:func:`guards.judge_merge.zero_shot_decides`)."""
+    in force, and the record says how well zero-shot did on the tenant's reviewers' labels
+    (``n`` of them, for ``verifier``; ``fit.reviewer``), so a record with a high
+    :attr:`balanced_accuracy` proves zero-shot good enough to decide alone on this tenant's
+    answers (:func:`guards.judge_merge.zero_shot_decides`). Judge labels never prove it: a
+    client can cause them. A record from before ``fit.reviewer`` existed reads its figures
+    over all its labels."""
 
     version: int
     verifier: str
@@ -166,6 +181,9 @@ def read_record(data: Mapping[str, Any]) -> Adapter | ZeroShotRecord:
     fit = data.get("fit")
     fit = fit if isinstance(fit, Mapping) else {}
     zero, n = fit.get("zero_shot_balanced_accuracy"), fit.get("n")
+    reviewer = fit.get("reviewer")
+    if isinstance(reviewer, Mapping):  # reviewers' labels only (judge labels never prove)
+        zero, n = reviewer.get("zero_shot_balanced_accuracy"), reviewer.get("n")
     score = None
     if isinstance(zero, int | float) and not isinstance(zero, bool) and 0.0 <= zero <= 1.0:
         score = float(zero)

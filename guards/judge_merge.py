@@ -177,15 +177,17 @@ def adapter_sure(
     alignment: Sequence[tuple[float, float, float]] | None = None,
     logprobs: Sequence[tuple[float, float]] | None = None,
 ) -> bool:
-    """Is ``adapter`` good enough (cross-fitted balanced accuracy ≥ :data:`ADAPTER_GOOD`)
-    and the answer at least :data:`ADAPTER_SURE` from its decision boundary
-    (:func:`adapter_margin`)? (Then the adapter decides alone and no claim is escalated.)"""
+    """Is ``adapter`` good enough (cross-fitted balanced accuracy ≥ :data:`ADAPTER_GOOD`,
+    and its fit let it decide alone: ``fit.decides_alone``, proven on reviewers' labels
+    held back from it — never on judge labels alone) and the answer at least
+    :data:`ADAPTER_SURE` from its decision boundary (:func:`adapter_margin`)? (Then the
+    adapter decides alone and no claim is escalated.)"""
     return adapter_decides(adapter, answer_features(verified, results, alignment, logprobs))
 
 
 def adapter_decides(adapter: Adapter, features: Mapping[str, float]) -> bool:
     """:func:`adapter_sure` on the answer's features (:func:`answer_features`)."""
-    good = (adapter.oof_balanced_accuracy or 0.0) >= ADAPTER_GOOD
+    good = (adapter.oof_balanced_accuracy or 0.0) >= ADAPTER_GOOD and adapter.decides_alone
     return good and adapter_margin(adapter, features) >= ADAPTER_SURE
 
 

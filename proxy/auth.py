@@ -18,6 +18,7 @@ from starlette.requests import Request
 from groundproxy.errors import AuthenticationError, PermissionDeniedError
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.state import app_state
+from groundproxy.proxy.storage.feedback import CALLER, key_fingerprint
 
 
 def bearer_key(request: Request) -> str:
@@ -25,12 +26,15 @@ def bearer_key(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     if not header and request.headers.get("api-key", "").strip():
-        return request.headers["api-key"].strip()
-    if scheme.lower() != "bearer" or not key.strip():
+        key = request.headers["api-key"]
+    elif scheme.lower() != "bearer" or not key.strip():
         raise AuthenticationError(
             "missing API key: send 'Authorization: Bearer <key>' (OPENAI_API_KEY in the SDK)"
             " or 'api-key: <key>'"
         )
+    # every route reads the key here, in the request's task: a label this request causes
+    # (judge.labels) records whose it was (its fingerprint, never the key: label_count)
+    CALLER.set(key_fingerprint(key.strip()))
     return key.strip()
 
 

@@ -31,7 +31,17 @@ __all__ = [
     "eval_policy",
     "parse_labelled",
     "signals_of",
+    "zero_shot_decision",
 ]
+
+
+def zero_shot_decision(n_claims: int, any_not_supported: bool) -> int:
+    """The zero-shot decision as the served path makes it (1: hallucinated): any claim not
+    supported. An answer with no claims (a question back, a greeting) asserts nothing: the
+    guard serves it untouched with trust 1.0, so it is not hallucinated (0) — the one
+    convention of ``groundproxy eval``, ``calibrate --fit``, ``bench.kshot`` and
+    ``bench.judge`` (issue 42 item 6; the signals cache once said 1)."""
+    return int(n_claims > 0 and any_not_supported)
 
 
 def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dict[str, Any], int]:
@@ -39,7 +49,7 @@ def signals_of(item: Labelled, policy: Policy, guard: GuardService) -> tuple[dic
     context = [("context", c) for c in item.context]
     verified = guard.verify_sync(item.answer, item.question, context, policy, cache=False)
     results = decide_claims(verified, policy)
-    rule = int(not results or any(r.verdict != "supported" for r in results))
+    rule = zero_shot_decision(len(results), any(r.verdict != "supported" for r in results))
     sure = verified_logprobs(verified, item.logprobs)
     signals = answer_signals(verified, results, guard.alignment(verified), sure)
     # a value rule contradicts the answer (a wrong or denied value): the labels' cross-check

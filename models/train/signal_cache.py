@@ -5,6 +5,9 @@ Verifying thousands of rows by the serve path takes hours on two cores, so the s
 under :data:`CACHE`, keyed by :func:`fingerprint` — a hash of the code that produces them and
 of the model files. The training code (``models/train/answer_combiner.py``) and the k-shot
 benchmark (``bench/kshot.py``) share the cache; :data:`POOL_SEED` orders their row pools.
+A labelled file's cache is named by :func:`content_key` too — the sha256 of its bytes — so a
+file of the same name with other rows (a held-out file named like an eval file) never reads
+another file's signals.
 """
 
 from __future__ import annotations
@@ -37,6 +40,21 @@ _NOT_SIGNALS = (
     "guards/judge_merge.py",
     "guards/uncertainty.py",
 )
+
+
+@functools.cache
+def _content_key(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def content_key(path: Path) -> str:
+    """The first 16 hex digits of the sha256 of the file's bytes (read once per change)."""
+    st = path.stat()
+    return _content_key(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
 @functools.cache

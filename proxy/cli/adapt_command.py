@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from groundproxy.errors import BadRequestError, IndexStoreError
 from groundproxy.guards import TOKEN_FEATURES
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.policies.schema import Policy, local_policy
-from groundproxy.proxy.cli.adapt import FitJob, fit_tenant
+from groundproxy.proxy.cli.adapt import FitJob, WarningsFired, fit_tenant
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import started_storage
 from groundproxy.retrieval.generations import read_current
@@ -68,6 +70,24 @@ def token_cost_note(features: Sequence[str], stored: bool | None) -> str | None:
     )
 
 
+def held_back_line(fit: dict[str, Any]) -> str:
+    """What the held-back comparison found (:mod:`groundproxy.proxy.cli.refit`)."""
+    h = fit["held_back"]
+    head = f"held back {h['n']} reviewers' labels ({h['n_hallucinated']} hallucinated)"
+    if "difference" not in h:
+        return f"{head}: {h['why']}"
+    verdict = "replaces it" if h["replaced"] else "does not replace it"
+    line = (
+        f"{head}: refit {h['candidate_balanced_accuracy']:.4f} vs {h['in_force']} in force "
+        f"{h['in_force_balanced_accuracy']:.4f}, difference {h['difference']:+.4f}, noise SE "
+        f"{h['noise_se']:.4f} ({h['rule']}): {verdict}"
+    )
+    if "decides_alone" in fit:
+        alone = "may" if fit["decides_alone"] else "may not"
+        line += f"; it {alone} decide answers alone (judge gate, reviewers' labels only)"
+    return line
+
+
 def run_fit_command(args: argparse.Namespace, settings: Settings) -> int:
     """``calibrate --fit``; the labels are verified against the tenant's index where the
     server keeps it (PostgreSQL when ``settings.database_url`` is set)."""
@@ -77,18 +97,38 @@ def run_fit_command(args: argparse.Namespace, settings: Settings) -> int:
         raise BadRequestError("--alpha must be in (0, 1)", param="alpha")
     policy, source = tenant_policy(settings.policies, tenant)
     job = FitJob(tenant, data, policy, args.file, args.alpha, args.cal_fraction, args.seed,
-                 token_features=not args.no_token_features)  # fmt: skip
+                 token_features=not args.no_token_features,
+                 accept_warnings=args.accept_warnings)  # fmt: skip
     with started_storage(data, settings.database_url) as storage:
-        c = fit_tenant(job, storage)
+        try:
+            c = fit_tenant(job, storage)
+        except WarningsFired as fired:
+            print(
+                f"refused: {len(fired.warnings)} warning(s) about the labels fired (above); "
+                f"nothing written, the decision in force for tenant {tenant} stays — check "
+                "the labels, or ship the fit anyway with --accept-warnings",
+                file=sys.stderr,
+            )
+            return 2
     f = c["fit"]
+    print(held_back_line(f))
+    if c.get("decision") == "keep":
+        print(
+            f"kept {f['held_back']['in_force']} for tenant {tenant} (policy {source}): the "
+            "refit does not beat it on the reviewers' labels held back; nothing written"
+        )
+        if args.json:
+            print(json.dumps(c))
+        return 0
     if c.get("decision") == "zero_shot":
         print(
             f"kept the zero-shot decision for tenant {tenant} (policy {source}, verifier "
-            f"{c['verifier']}): on {f['n']} labelled answers ({f['n_hallucinated']} "
-            f"hallucinated) an adapter's cross-fitted balanced accuracy "
-            f"{f['cross_fitted_balanced_accuracy']:.4f} does not beat the zero-shot "
-            f"decision's {f['zero_shot_balanced_accuracy']:.4f} (margin {f['margin']:g}); "
-            "no adapter is in force"
+            f"{c['verifier']}): {f['n']} labelled answers ({f['n_hallucinated']} "
+            f"hallucinated); on the {f['n_fit']} fitted on, an adapter's cross-fitted balanced "
+            f"accuracy {f.get('cross_fitted_balanced_accuracy', float('nan')):.4f} vs the "
+            f"zero-shot decision's {f.get('zero_shot_fit_balanced_accuracy', float('nan')):.4f}"
+            f" (margin {f.get('margin', 0):g}), and the held-back test above; no adapter is in "
+            "force"
         )
         print(f"wrote {c['path']} (a zero-shot record: served from the next request)")
         if args.json:

@@ -166,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --fit: leave out the token alignment (costly when the evidence comes from "
         "an index: its sentences are embedded again)",
     )
+    p.add_argument(
+        "--accept-warnings",
+        action="store_true",
+        help="with --fit: ship the fit even when warnings about its labels fire (else it is "
+        "refused: exit 2, nothing written)",
+    )
     p.add_argument("--alpha", type=float, default=None, help="default 0.1; with --fit: none")
     p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
     _add_folders(p, "data", "policies")

@@ -19,6 +19,7 @@ appended to ``<data>/<tenant>/feedback.jsonl`` — or, with ``GROUNDPROXY_DATABA
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -32,7 +33,7 @@ from groundproxy.proxy.auth import AdminTenant
 from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.feedback_request import check_feedback
 from groundproxy.proxy.state import Served
-from groundproxy.proxy.storage.feedback import label_target, parse_labelled
+from groundproxy.proxy.storage.feedback import CALLER, label_target, parse_labelled
 from groundproxy.proxy.storage.sqlite_traces import LabelRef, TraceStores
 
 router = APIRouter()
@@ -66,7 +67,8 @@ async def post_feedback(loaded: AdminTenant, data: JsonBody, serving: Served) ->
                 "'answer' (or 'request_id' / 'step_id') is required", param="answer"
             )
         data = await anyio.to_thread.run_sync(_from_trace, serving.deps.traces, loaded, data)
-    item = parse_labelled(data)
+    # a reviewer's label (an admin key): the source a fit may take as evidence (label_count)
+    item = dataclasses.replace(parse_labelled(data), source="reviewer", key=CALLER.get())
     tenant = loaded.policy.tenant
     storage = serving.deps.storage
     saved, count = await anyio.to_thread.run_sync(storage.append_feedback, tenant, item)

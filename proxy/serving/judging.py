@@ -67,7 +67,7 @@ from groundproxy.proxy.serving.judge_limits import (
     scrubbed,
 )
 from groundproxy.proxy.storage.adapters import AdapterCache
-from groundproxy.proxy.storage.feedback import Labelled
+from groundproxy.proxy.storage.feedback import CALLER, Labelled
 from groundproxy.proxy.storage.judge_labels import JudgeLabels, label_context
 from groundproxy.proxy.upstream.judge_client import JudgeCall, JudgeCaller, judge_upstream
 
@@ -334,6 +334,7 @@ async def keep_label(
     item = Labelled(
         answer=report.original, label_hallucinated=label, question=question,
         context=label_context(report.claims), claims=claims or None,
+        source="judge", key=CALLER.get(),  # caused by a client key: label_count caps it
     )  # fmt: skip
     keep = functools.partial(
         guard.labels.keep, policy.tenant, item, policy.judge.max_label_store_bytes

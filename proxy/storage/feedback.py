@@ -7,7 +7,14 @@ One JSON object a line (also the format of a labels file for ``groundproxy calib
      "answer": "…", "question": "…" | null, "context": ["evidence text", …],
      "request_id": "…" | null, "step_id": "…" | null,
      "claims": [{"text": "…", "label": "supported" | "hallucinated"}] | null,
-     "logprobs": [{"token": "…", "logprob": -0.1}, …] | null}
+     "logprobs": [{"token": "…", "logprob": -0.1}, …] | null,
+     "source": "reviewer" | "judge", "key": "sha256 prefix of the key" | null}
+
+``source``: who gave the label — ``reviewer`` (an admin key's ``POST
+/v1/groundproxy/feedback``, or a labels file given to ``calibrate --fit``) or ``judge``
+(``judge.labels``: a judged answer, which any client key of the tenant can cause). ``key``:
+the first 16 hex digits of the sha256 of the key whose request made the label (never the
+key). A record without ``source`` (written before it existed) counts as a reviewer's.
 
 ``logprobs``: the upstream's tokens of the answer with their logprobs, as the response's
 ``choices[i].logprobs`` carried them (that object, its ``content`` list, or a legacy
@@ -21,12 +28,14 @@ append is one ``write`` of one line, flushed and fsynced, under a per-process lo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +49,15 @@ from groundproxy.retrieval.names import validate_tenant
 FEEDBACK_FILE = "feedback.jsonl"
 MAX_TEXT = 100_000
 _LOCK = threading.Lock()
+SOURCES = ("reviewer", "judge")
+# The fingerprint of the key whose request is being served (set where the key is checked,
+# proxy.auth): a judge label records it, so a fit can count a key's labels (label_count).
+CALLER: ContextVar[str | None] = ContextVar("groundproxy_caller_key", default=None)
+
+
+def key_fingerprint(key: str) -> str:
+    """What a label stores of a key: the first 16 hex digits of its sha256."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -56,6 +74,8 @@ class Labelled:
     step_id: str | None = None
     claims: list[dict[str, str]] | None = None
     logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob"}] (guards.logprobs)
+    source: str = "reviewer"  # "reviewer" (admin key, labels file) or "judge" (judge.labels)
+    key: str | None = None  # key_fingerprint of the key whose request made the label
 
 
 def feedback_path(data_dir: Path, tenant: str) -> Path:
@@ -163,7 +183,16 @@ def parse_labelled(d: Any) -> Labelled:
         step_id=_text(d, "step_id"),
         claims=claims,
         logprobs=_logprobs(d),
+        source=_source(d),
+        key=_text(d, "key"),
     )
+
+
+def _source(d: Mapping[str, Any]) -> str:
+    found = d.get("source", "reviewer")
+    if found not in SOURCES:
+        raise BadRequestError(f"'source' must be one of {', '.join(SOURCES)}", param="source")
+    return str(found)
 
 
 def label_target(store: TraceStore, by: LabelRef, ref: str, not_before: float) -> StoredNode:

@@ -2,7 +2,8 @@
 
 - Inverted labels (right answers marked hallucinated, wrong values marked fine): the fit
   warns twice (the zero-shot decision below chance on them; answers a value rule
-  contradicts labelled correct), and the adapter it ships — which accepts the wrong answer
+  contradicts labelled correct) and refuses to ship (exit 2, nothing written; issue 40
+  item 3); told ``--accept-warnings``, the adapter it ships — which accepts the wrong answer
   — never switches the rule's correction off: the wrong value is still corrected.
 - Labels the zero-shot decision already gets right: no adapter can beat it, so the fit
   keeps the zero-shot decision (a zero-shot record; an adapter in force before is
@@ -19,7 +20,7 @@ import pytest
 
 from groundproxy.proxy.storage.adapters import write_adapter
 from tests.conftest import ACCEPT_ALL, ADMIN_KEYS, KEYS, _policy
-from tests.e2e.adapter_serving import fit_adapter, serving
+from tests.e2e.adapter_serving import fit_adapter, run_fit, serving
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +65,10 @@ def test_inverted_labels_warn_and_never_switch_a_correction_off(server: Any) -> 
         for n in range(LABELS):
             _label(c, "acme", RIGHT, n, "hallucinated")
             _label(c, "acme", WRONG, n, "supported")
-        content, stderr = fit_adapter("acme", data, policies)
+        refused = run_fit("acme", data, policies)
+        assert refused.returncode == 2 and "refused: 2 warning(s)" in refused.stderr
+        assert "--accept-warnings" in refused.stderr and not list((data / "acme").glob("adapter*"))
+        content, stderr = fit_adapter("acme", data, policies, "--accept-warnings")
         assert "warning: the labels disagree with the zero-shot decision" in stderr
         assert f"{LABELS} of {LABELS} answers whose values the evidence contradicts" in stderr
         assert content.get("decision") != "zero_shot"  # it does fit these labels (inverted)
