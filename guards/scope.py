@@ -45,6 +45,7 @@ _PHRASES = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")
+_JOINED = re.compile(r"\b(?:and|or)\b", re.I)
 _SENTENCE_END = re.compile(r"[.!?]\s|\n")
 # a new statement begins: the scope of a word before it does not reach past it
 _NEW_STATEMENT = re.compile(
@@ -102,13 +103,23 @@ def scope_words(text: str, start: int) -> set[str]:
     """The words that bound the statement of the value at ``start`` to another time,
     edition, variant or believer (stemmed; a phrase by its first word: "until", "no" …)."""
     begin, end = _statement(text, start)
-    found = {stem(w) for w in _WORD.findall(text, begin, end)} & SCOPE_WORDS
+    found: set[str] = set()
+    for m in _WORD.finditer(text, begin, end):
+        if stem(m.group()) in SCOPE_WORDS and _reaches(text, m.end(), start):
+            found.add(stem(m.group()))
     for m in _PHRASES.finditer(text, begin, end):
-        if m.start() <= start < m.end():
+        if m.start() <= start < m.end() or not _reaches(text, m.end(), start):
             continue  # "until 2019" bounds the value 2019 itself: it is the value
         phrase = next(g for g in m.groups() if g)
         found.add(stem(phrase.split()[0]))
     return found
+
+
+def _reaches(text: str, after: int, start: int) -> bool:
+    """Does a scope word ending at ``after`` reach the value at ``start``: it stands after
+    the value in its clause, or before it with no "and" / "or" between ("valid until 2030
+    and covers … 48 months" does not scope the 48 months)?"""
+    return after > start or not _JOINED.search(text, after, start)
 
 
 def _claim_words(claim: str) -> set[str]:
