@@ -148,7 +148,9 @@ def held(text: str, start: int, claim: str) -> Stance:
 def _stated(
     claim: str,
     q: Quantity,
-    negated: bool, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
+    negated: bool,
+    evidence: Sequence[str],
+    evidence_qs: Sequence[Sequence[Quantity]],
 ) -> tuple[bool, int | None]:
     """(some evidence asserts q's value with the claim's polarity, the first evidence that
     holds it with the other polarity — denies it, or asserts what the claim denies — or

@@ -55,10 +55,9 @@ _CLAUSE_END = re.compile(r"[,;:()]|\b(?:but|and|whereas|however|although|though)
 # keyword stuffing: a line that repeats its words and holds almost no function words
 _STUFFED_MIN_WORDS = 8
 _STUFFED_REPEAT = 3
-_FUNCTION = frozenset(
-    "a an the is are was were be been has have had of to for in on at by with from "
-    "and or but that this it its as than then".split()
-)
+_FUNCTION_WORDS = """a an the is are was were be been has have had of to for in on at by with from
+and or but that this it its as than then"""
+_FUNCTION = frozenset(_FUNCTION_WORDS.split())
 
 
 def _statement(text: str, start: int) -> tuple[int, int]:

@@ -32,8 +32,7 @@ from groundproxy.testing.processes import free_port, start_fake_upstream, start_
 pytestmark = pytest.mark.slow
 
 HANDBOOK = (
-    "Every Acme vacuum robot comes with a limited warranty of 12 months from the date of "
-    "purchase."
+    "Every Acme vacuum robot comes with a limited warranty of 12 months from the date of purchase."
 )
 WRONG_WARRANTY = "The Acme vacuum robot has a warranty of 48 months."
 # keyword → (the request's context, the upstream's answer, the judge's `supported` quote)
@@ -228,7 +227,8 @@ def test_a_verifier_only_contradiction_does_not_block_a_stream(served: dict[str,
     # before: the first sentence, about an item the catalogue does not hold, was
     # contradicted by the verifier alone and the trust floor blocked the whole stream there
     resp = _ask(served, "catalogue", tenant="jvstream", stream=True)
-    text, last = "", {}
+    text = ""
+    last: dict[str, Any] = {}
     for line in resp.text.splitlines():
         if line.startswith("data: ") and line != "data: [DONE]":
             event = json.loads(line[6:])

@@ -11,15 +11,14 @@ from groundproxy.guards.rules import check_claim
 from groundproxy.guards.scope import scoped, stuffed
 
 HANDBOOK = (
-    "Every Acme vacuum robot comes with a limited warranty of 12 months from the date of "
-    "purchase."
+    "Every Acme vacuum robot comes with a limited warranty of 12 months from the date of purchase."
 )
 CLAIM = "The Acme vacuum robot has a warranty of 48 months."
 SCOPED = {
     "believe": "Some customers believe the warranty is 48 months, but they are wrong.",
     "until": "Until 2019 the warranty was 48 months.",
     "edition-table": "| Edition | Warranty |\n|---|---|\n| 2015 edition | 48 months |",
-    "edition": "In the 2015 edition of this handbook, the Acme vacuum robot warranty was 48 months.",
+    "edition": "In the 2015 edition of this handbook, the robot warranty was 48 months.",
     "plans": "Acme plans to offer a warranty of 48 months in 2030.",
     "stuffed": "warranty 48 months Acme vacuum robot warranty 48 months warranty robot 48 months",
     "extended": "An extended plan can bring the Acme vacuum robot warranty to 48 months.",
