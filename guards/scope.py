@@ -46,6 +46,10 @@ _PHRASES = re.compile(
 )
 _WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")
 _JOINED = re.compile(r"\b(?:and|or)\b", re.I)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# a scope word before a comma reaches past it only at the head of its statement ("Until
+# 2019, the warranty was …"), not from inside one ("… outside Canada until 2004, after …")
+HEAD_WORDS = 4
 _SENTENCE_END = re.compile(r"[.!?]\s|\n")
 # a new statement begins: the scope of a word before it does not reach past it
 _NEW_STATEMENT = re.compile(
@@ -84,16 +88,18 @@ def _line(text: str, start: int) -> str:
 
 def stuffed(text: str, start: int) -> bool:
     """Is the value's sentence (or line) keyword stuffing: at least
-    :data:`_STUFFED_MIN_WORDS` words, a content word repeated :data:`_STUFFED_REPEAT` times
-    or more, and fewer than one function word in ten?"""
-    words = [w.lower() for w in _WORD.findall(_line(text, start))]
+    :data:`_STUFFED_MIN_WORDS` words, a number repeated :data:`_STUFFED_REPEAT` times or
+    more ("warranty 48 months … warranty 48 months … 48 months"), and fewer than one function
+    word in ten? (A knowledge-graph line repeating its names — "Award Won: MTV Video Music
+    Award … Video Music Award" — repeats no number: not stuffing.)"""
+    line = _line(text, start)
+    words = [w.lower() for w in _WORD.findall(line)]
     if len(words) < _STUFFED_MIN_WORDS:
         return False
     function = sum(1 for w in words if w in _FUNCTION)
     counts: dict[str, int] = {}
-    for w in words:
-        if w not in _FUNCTION:
-            counts[stem(w)] = counts.get(stem(w), 0) + 1
+    for n in _NUMBER.findall(line):
+        counts[n] = counts.get(n, 0) + 1
     repeated = max(counts.values(), default=0) >= _STUFFED_REPEAT
     return repeated and function * 10 < len(words)
 
@@ -104,21 +110,26 @@ def scope_words(text: str, start: int) -> set[str]:
     begin, end = _statement(text, start)
     found: set[str] = set()
     for m in _WORD.finditer(text, begin, end):
-        if stem(m.group()) in SCOPE_WORDS and _reaches(text, m.end(), start):
+        if stem(m.group()) in SCOPE_WORDS and _reaches(text, begin, m.end(), start):
             found.add(stem(m.group()))
     for m in _PHRASES.finditer(text, begin, end):
-        if m.start() <= start < m.end() or not _reaches(text, m.end(), start):
+        if m.start() <= start < m.end() or not _reaches(text, begin, m.end(), start):
             continue  # "until 2019" bounds the value 2019 itself: it is the value
         phrase = next(g for g in m.groups() if g)
         found.add(stem(phrase.split()[0]))
     return found
 
 
-def _reaches(text: str, after: int, start: int) -> bool:
-    """Does a scope word ending at ``after`` reach the value at ``start``: it stands after
-    the value in its clause, or before it with no "and" / "or" between ("valid until 2030
-    and covers … 48 months" does not scope the 48 months)?"""
-    return after > start or not _JOINED.search(text, after, start)
+def _reaches(text: str, begin: int, after: int, start: int) -> bool:
+    """Does a scope word ending at ``after`` (its statement starting at ``begin``) reach the
+    value at ``start``: it stands after the value in its clause, or before it with no "and"
+    / "or" between ("valid until 2030 and covers … 48 months" does not scope the 48 months)
+    and no comma unless it heads the statement (:data:`HEAD_WORDS`)?"""
+    if after > start:
+        return True
+    if _JOINED.search(text, after, start):
+        return False
+    return "," not in text[after:start] or len(_WORD.findall(text, begin, after)) <= HEAD_WORDS
 
 
 def _claim_words(claim: str) -> set[str]:

@@ -82,3 +82,20 @@ def test_framing_reads_a_scoped_sentence_as_a_mention() -> None:
     assert frame(claim, "Older Acme vacuum robot models were waterproof.") == "mentioned"
     assert frame(claim, "Some people believe the Acme vacuum robot is waterproof.") == "mentioned"
     assert frame(claim, "The Acme vacuum robot is waterproof.") == "asserted"
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence"),
+    [
+        # a time bound inside another statement, before a comma (HaluEval train qa-5274)
+        ("Life of Pi", "It received little attention outside Canada until 2004, after "
+         'Martel\'s award-winning "Life of Pi" gained worldwide popularity.'),
+        # a knowledge-graph line repeats its names, not a number: not stuffing (dialogue-6226)
+        ("He won the award for Best Electronic Dance Music Video.",
+         "Calvin Harris : `Award Won`: MTV Video Music Award for Best Electronic Dance Music "
+         "VideoMTV Video Music Award for Best Electronic Dance Music Video : `~Award Won`: "
+         "Calvin Harris"),
+    ],
+)  # fmt: skip
+def test_train_sentences_that_stay_asserted(claim: str, evidence: str) -> None:
+    assert frame(claim, evidence) == "asserted"
