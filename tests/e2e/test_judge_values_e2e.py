@@ -17,6 +17,7 @@ scripted upstream process.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -149,7 +150,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     try:
         procs.append(start_fake_upstream(up_port, root / "up.json"))
         procs.append(start_fake_upstream(judge_port, root / "judge.json"))
-        procs.append(start_proxy(port, policies, data, log_path=root / "proxy.log"))
+        # a generous start: the shared test machine may be loaded (the wait is not a check)
+        proxy = start_proxy(port, policies, data, log_path=root / "proxy.log", timeout_s=600)
+        procs.append(proxy)
         yield {"url": f"http://127.0.0.1:{port}"}
     finally:
         for proc in reversed(procs):
@@ -238,7 +241,9 @@ def test_a_verifier_only_contradiction_does_not_block_a_stream(served: dict[str,
     first = last["claims"][0]
     assert first["verdict"] == "contradicted" and first["action"] == "flagged", first
     assert first["explanation"].startswith("contradicted by")  # the verifier alone
-    assert last["action"] == "flag" and len(last["claims"]) == 21
+    assert last["action"] == "flag"
     assert all(c["action"] in ("kept", "flagged") for c in last["claims"])
     assert "Item 0 of the catalogue weighs 1 kilograms [unverified]" in text
-    assert text.count("Item 5 of the catalogue weighs 15 kilograms [") == 4
+    # the whole answer went out (marks and sources aside), nothing withheld
+    body = re.sub(r" \[(?:\d+|unverified)\]", "", text.split("\n\nSources:")[0])
+    assert body.strip() == CATALOGUE_ANSWER
