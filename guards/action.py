@@ -38,14 +38,17 @@ row   situation                                  answer       claims → returne
                                                               passage's wording
                                                               (``by_wording``) or only the
                                                               verifier (``by_verifier``)
-                                                              contradicts it;
+                                                              contradicts it, or a value
+                                                              rule and the judge disagree
+                                                              (``disputed``);
                                                               flag: flagged (marker);
                                                               annotate: annotated
 9     row 8 removed every claim                  block        blocked → refusal
 10    trust floor: T of the returned text <      block        blocked → refusal
       ``actions.block_below_trust`` AND a
       claim is contradicted (not only
-      ``by_wording``)
+      ``by_wording`` / ``by_verifier``,
+      not ``disputed``)
 11    the answer ran past ``max_answer_chars``:  unverified   the head as rows 4–10, the
       its tail is not verified                   (block       tail appended (block:
                                                  under row 3) withheld, refusal appended)
@@ -53,8 +56,14 @@ row   situation                                  answer       claims → returne
 
 Row 8's ``by_verifier``: the verifier's P(contradicted) is not proof enough to delete
 words — on 900 HaluEval TRAIN pairs (seed 99) its removals hit 12 right summaries for 15
-wrong ones (0.92–0.98 on both). Such a claim stays ``contradicted`` (trust score, row 10,
+wrong ones (0.92–0.98 on both). Such a claim stays ``contradicted`` (trust score,
 headers) and is flagged; a value rule's mismatch or a judge's quoted verdict removes it.
+Nor does it trip row 10 (issue 40: a claim about another catalogue item, contradicted by
+the verifier alone, blocked a whole stream at its first sentence).
+
+``disputed`` (guards.judge_merge): the judge never overturns a value rule's mismatch; when
+it disagrees, the rule's verdict stays and the claim is flagged (both said in its
+explanation), neither removed nor corrected, and it does not trip row 10.
 
 Row 10 judges what the client would get (an answer whose one wrong value was corrected is
 not blocked for the value it no longer states) and needs evidence *against* the answer: a
@@ -126,6 +135,8 @@ def _used(r: ClaimResult, policy: Policy, act: ActFn | None) -> ActionName | Non
         # only a passage's wording, or only the verifier, contradicts it: a removal needs
         # corroboration (a value rule or a judge's quote), so flag rather than remove
         return "flag"
+    if used == "rewrite" and r.disputed:
+        return "flag"  # a value rule and the judge disagree: neither edits the text alone
     return used
 
 
@@ -204,8 +215,13 @@ def render(
 def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: float) -> bool:
     """Does the trust floor block this answer? (T of the returned text, and a
     contradicted claim among the results; see the module docstring.)"""
-    # a claim only a passage's wording denies (by_wording) is flagged, not evidence enough
-    contradicted = any(r.verdict == "contradicted" and not r.by_wording for r in results)
+    # a claim only a passage's wording denies (by_wording), only the verifier contradicts
+    # (by_verifier) or on which a value rule and the judge disagree (disputed) is flagged:
+    # not evidence enough to withhold the whole answer
+    contradicted = any(
+        r.verdict == "contradicted" and not (r.by_wording or r.by_verifier or r.disputed)
+        for r in results
+    )
     return contradicted and returned_trust < policy.actions.block_below_trust
 
 

@@ -174,6 +174,7 @@ def decide_claim(
             explanation=rule.explanation,
             correction_support=None if correction_probs is None else correction_probs.supported,
             by_wording=rule.denied_by_wording and not verifier_contradicts,
+            by_rule=not rule.denied_by_wording,
         )
     if sup.supported >= threshold and sup.uncertainty() <= max_uncertainty and rule.ok:
         return ClaimResult(

@@ -9,7 +9,8 @@ at least :data:`MIN_WORDS` of them) and reads how that sentence holds the claim'
   waterproof", "No robot is waterproof") that the claim does not share, or the sentence
   calls them false ("Rumours that … are false", "Myth: …";
   :func:`guards.polarity.stance`);
-- ``mentioned`` — quoted, asked or instructed (:func:`guards.polarity.stance`);
+- ``mentioned`` — quoted, asked or instructed (:func:`guards.polarity.stance`), or stated
+  only for another time, edition, variant or believer (:func:`guards.scope.scoped`);
 - ``asserted`` — the sentence states them;
 - ``None`` — no sentence covers the claim (the verifier may still find a paraphrase).
 
@@ -25,6 +26,7 @@ import re
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.polarity import Stance, has_negation, stance, words_between
+from groundproxy.guards.scope import scoped
 from groundproxy.guards.slots import WORD, stem
 
 COVER = 0.75  # share of the claim's content words the sentence must hold
@@ -76,8 +78,8 @@ def frame(claim: str, evidence: str) -> Stance | None:
         first_at.setdefault(hit[0], hit)
     hits = sorted(first_at.values(), key=lambda t: t[1])
     held = stance(evidence, hits[-1][1], negation=False)
-    if held == "mentioned":
-        return held
+    if held == "mentioned" or (held == "asserted" and scoped(evidence, hits[-1][1], claim)):
+        return "mentioned"
     claim_hits = _content(claim)
     said = not _negated(claim, claim_hits[0][1], claim_hits[-1][2])
     told = held == "asserted" and not _negated(evidence, hits[0][1], hits[-1][2])

@@ -11,7 +11,11 @@ Safety: claims and evidence travel as JSON strings inside a ``DATA`` block the s
 prompt declares to be data; the judge's answer can change nothing but the verdicts of the
 ids it was given; a ``supported`` / ``contradicted`` verdict counts only with a quote that
 occurs verbatim in that claim's evidence and shares the claim's content (a quote of an
-instruction the judge obeyed does not) — otherwise it is discarded (``unquoted``). An
+instruction the judge obeyed does not), and a ``supported`` quote must entail the claim
+where it stands (:func:`entails`: the claim's values — words and digits alike — and names
+stated, not denied, mentioned, past, planned or of another item) — otherwise it is
+discarded (``unquoted``). A judge never overturns a value rule's mismatch
+(:func:`guards.judge_merge.merge`: the claim is ``disputed`` and flagged). An
 answer or document that instructs the judge can therefore at most cost a judged verdict,
 never buy one.
 
@@ -31,6 +35,9 @@ from typing import Any, Literal
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from groundproxy.guards.framing import frame
+from groundproxy.guards.rules import check_claim
+from groundproxy.guards.slots import stem
 from groundproxy.guards.types import ClaimResult, Evidence, Verdict
 from groundproxy.guards.uncertainty import answer_risk
 from groundproxy.policies.schema import JudgePolicy
@@ -232,6 +239,9 @@ def parse_judgement(content: str, items: Sequence[Escalated]) -> dict[str, Judge
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+# share of a claim's content words (stemmed) a supported quote must hold
+QUOTE_COVER = 0.5
 
 
 def normalized(text: str) -> str:
@@ -247,11 +257,50 @@ def _numbers(text: str) -> set[str]:
     return {m.group(0).replace(",", "") for m in _NUMBER.finditer(text)}
 
 
+def _spans(passage: str, quote: str) -> list[tuple[int, int]]:
+    """Where the normalized ``quote`` occurs in ``passage`` (whitespace runs and case aside)."""
+    words = quote.split(" ")
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in words), re.IGNORECASE)
+    return [m.span() for m in pattern.finditer(passage)]
+
+
+def _sentences_around(passage: str, span: tuple[int, int]) -> str:
+    """The sentence(s) of ``passage`` holding ``span``."""
+    start = 0
+    for m in _SENTENCE_END.finditer(passage, 0, span[0]):
+        start = m.end()
+    end = _SENTENCE_END.search(passage, max(span[1] - 1, span[0]))
+    return passage[start : end.start() + 1 if end else len(passage)]
+
+
+def _stemmed(text: str) -> set[str]:
+    return {stem(w) for w in _content_words(text)}
+
+
+def entails(claim: str, passage: str, span: tuple[int, int]) -> bool:
+    """Does the quote at ``span`` of ``passage`` state ``claim``, as far as the rules can
+    read it? The quote itself states every value of the claim (numbers in words and digits
+    alike, units converted) and names its named entities and identifiers
+    (:func:`guards.rules.check_claim` on the quote); its sentence does not contradict, deny,
+    merely mention or scope it (the same check on the sentence — a value of another item,
+    past, planned or believed is not support —, and :func:`guards.framing.frame`); and the
+    quote holds at least :data:`QUOTE_COVER` of the claim's content words."""
+    quote = passage[span[0] : span[1]]
+    if not check_claim(claim, [quote]).ok:
+        return False
+    sentence = _sentences_around(passage, span)
+    if not check_claim(claim, [sentence]).ok or frame(claim, sentence) in ("denied", "mentioned"):
+        return False
+    words = _stemmed(claim)
+    return not words or len(words & _stemmed(quote)) / len(words) >= QUOTE_COVER
+
+
 def quote_holds(item: Escalated, verdict: JudgeVerdict) -> bool:
     """Does the quote count for ``item``? It must occur verbatim (whitespace runs and case
     aside) in one of the claim's OWN evidence passages and be about the claim: it shares
-    a content word with the claim (when the claim has any), and for ``supported`` it holds
-    every number the claim states."""
+    a content word with the claim (when the claim has any), and for ``supported`` it must
+    entail the claim where it stands (:func:`entails`: the claim's values and names stated,
+    asserted for the claim's item and time, most of its words)."""
     quote = normalized(verdict.quote)
     if not any(ch.isalnum() for ch in quote):
         return False
@@ -260,7 +309,15 @@ def quote_holds(item: Escalated, verdict: JudgeVerdict) -> bool:
     words = _content_words(item.claim)
     if words and not words & _content_words(quote):
         return False
-    return verdict.verdict != "supported" or _numbers(item.claim) <= _numbers(quote)
+    if verdict.verdict != "supported":
+        return True
+    if not _numbers(item.claim) <= _numbers(quote):
+        return False
+    return any(
+        entails(item.claim, passage, span)
+        for passage in item.evidence
+        for span in _spans(passage, quote)
+    )
 
 
 def checked(item: Escalated, verdict: JudgeVerdict | None) -> Outcome:

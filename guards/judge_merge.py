@@ -64,7 +64,9 @@ def merge(
     """Copies of ``results`` with each escalated claim's outcome (``outcomes`` by claim
     index): a judged claim takes the judge's verdict (the citation is the passage holding
     the quote; a correction survives only when the judge agrees the claim is contradicted),
-    a skipped one keeps the verifier's verdict; both carry ``judge``."""
+    a skipped one keeps the verifier's verdict; both carry ``judge``. A claim a value rule
+    contradicted (``by_rule``) keeps its verdict whatever the judge says: when the judge
+    disagrees it is ``disputed`` (flagged, ``judge.disputed``, both in the explanation)."""
     out = list(results)
     for i, o in outcomes.items():
         r = results[i]
@@ -83,6 +85,16 @@ def merge(
                 r, judge=info, by_wording=False, by_verifier=False, rung="judge",
                 rung_verifier=model,
             )  # fmt: skip
+            continue
+        if r.by_rule:  # a value rule's mismatch is never overturned: flagged, both said
+            info["disputed"] = True
+            said = f"judge {model} disagrees: {v.verdict}" + (f' ("{v.quote}")' if v.quote else "")
+            out[i] = dataclasses.replace(
+                r,
+                judge=info,
+                disputed=True,
+                explanation=f"{r.explanation}; {said}; the value rule's verdict stands",
+            )
             continue
         said = f"judge {model}: {v.verdict}" + (f' ("{v.quote}")' if v.quote else "")
         out[i] = dataclasses.replace(
@@ -144,7 +156,11 @@ def summarize(merged: Sequence[ClaimResult], model: str, ms: float) -> JudgeSumm
     """The figures of one judged answer (or piece) from its merged results."""
     judged = [r.judge for r in merged if r.judge is not None]
     skipped = tuple(j["skipped"] for j in judged if "skipped" in j)
-    overturned = sum(1 for j in judged if "verdict" in j and j["verdict"] != j["verifier_verdict"])
+    overturned = sum(
+        1
+        for j in judged
+        if "verdict" in j and j["verdict"] != j["verifier_verdict"] and not j.get("disputed")
+    )
     return JudgeSummary(len(judged), overturned, len(skipped), ms, skipped, model)
 
 

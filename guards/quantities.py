@@ -36,6 +36,7 @@ covered by tests/guards/test_rules.py.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ class Quantity:
     span: tuple[int, int]  # of ``surface``
     display_end: int = -1  # end of ``display`` (it starts at span[0]); -1: span[1]
     whole: bool = False  # the M of a partitive "N of the M nouns": a count of another set
+    # a period: where its "every" / "each" starts ("every 3 months", "every year"); -1: none
+    period_start: int = -1
 
     @property
     def display_span(self) -> tuple[int, int]:
@@ -375,8 +378,59 @@ def extract_quantities(text: str) -> list[Quantity]:
         whole = _is_whole(text, m.start(), kind, unit)
         found.append(Quantity(value, kind, unit, surface, text[m.start() : end], span, end, whole))
         taken.append((m.start(), end))
+    found.extend(_periods(text, taken))
+    found = [_with_period(text, q) for q in found]
     found.sort(key=lambda q: q.span)
     return found
+
+
+# a period without a number: "every year" is 1 year, "annually" too (issue 40: "every year"
+# against "every 3 months" is a value for the rules); an adverb that can be an adjective
+# ("monthly fee", "the Daily Mail") counts only where a clause or a prepositional phrase
+# follows it, and only in lower case
+_EVERY_UNIT = re.compile(
+    r"\b(?:every|each)\s+(second|minute|hour|day|week|fortnight|month|year|decade)\b", re.I
+)
+PERIOD_ADVERBS: dict[str, tuple[float, str]] = {
+    "hourly": (1.0, "hour"), "daily": (1.0, "day"), "weekly": (1.0, "week"),
+    "fortnightly": (1.0, "fortnight"), "monthly": (1.0, "month"), "quarterly": (3.0, "month"),
+    "yearly": (1.0, "year"), "annually": (1.0, "year"),
+}  # fmt: skip
+_ADVERB = re.compile(
+    r"\b(" + "|".join(PERIOD_ADVERBS) + r")\b(?=\s*(?:[.,;:!?)]|$)|\s+(?:and|or|but|for|at|in|on|"
+    r"with|from|to|by|during|until|unless|if|when|before|after|thereafter)\b)"
+)
+_PERIOD_LEAD = re.compile(r"\b(?:every|each)\s+$", re.I)
+
+
+def _periods(text: str, taken: list[tuple[int, int]]) -> list[Quantity]:
+    out: list[Quantity] = []
+    for m in _EVERY_UNIT.finditer(text):
+        s, e = m.span(1)
+        if any(s < te and ts < e for ts, te in taken):
+            continue
+        unit = m.group(1).lower()
+        value = 10.0 if unit == "decade" else 1.0
+        unit = "year" if unit == "decade" else unit
+        word = m.group(1)
+        out.append(Quantity(value, "number", unit, word, word, (s, e), period_start=m.start()))
+        taken.append((s, e))
+    for m in _ADVERB.finditer(text):
+        s, e = m.span(1)
+        if any(s < te and ts < e for ts, te in taken):
+            continue
+        value, unit = PERIOD_ADVERBS[m.group(1)]
+        out.append(Quantity(value, "number", unit, m.group(1), m.group(1), (s, e)))
+        taken.append((s, e))
+    return out
+
+
+def _with_period(text: str, q: Quantity) -> Quantity:
+    """``q`` with ``period_start`` set where "every" / "each" stands right before it."""
+    if q.period_start >= 0 or q.kind != "number" or q.unit not in UNITS:
+        return q
+    lead = _PERIOD_LEAD.search(text, max(0, q.span[0] - 8), q.span[0])
+    return dataclasses.replace(q, period_start=lead.start()) if lead else q
 
 
 def _is_whole(text: str, start: int, kind: QuantityKind, unit: str) -> bool:

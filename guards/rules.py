@@ -43,8 +43,9 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from groundproxy.guards.approx import bound_of
 from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
 from groundproxy.guards.framing import frame
-from groundproxy.guards.polarity import denied, stance
-from groundproxy.guards.quantities import Quantity, extract_quantities
+from groundproxy.guards.polarity import Stance, denied, stance
+from groundproxy.guards.quantities import PERIOD_ADVERBS, Quantity, extract_quantities
+from groundproxy.guards.scope import scoped
 from groundproxy.guards.slots import same_slot
 from groundproxy.guards.units import UNITS
 from groundproxy.policies.schema import RulesPolicy
@@ -133,8 +134,23 @@ def _same(q: Quantity, e: Quantity) -> bool:
     return units_ok and q.same_value(e)
 
 
+def held(text: str, start: int, claim: str) -> Stance:
+    """How ``text`` holds the value at ``start`` for ``claim``: its stance
+    (:func:`guards.polarity.stance`), where an asserted value stated only for another time,
+    edition, variant or believer than the claim's (:func:`guards.scope.scoped`) is only
+    ``mentioned``."""
+    found = stance(text, start)
+    if found == "asserted" and scoped(text, start, claim):
+        return "mentioned"
+    return found
+
+
 def _stated(
-    q: Quantity, negated: bool, evidence: Sequence[str], evidence_qs: Sequence[Sequence[Quantity]]
+    claim: str,
+    q: Quantity,
+    negated: bool,
+    evidence: Sequence[str],
+    evidence_qs: Sequence[Sequence[Quantity]],
 ) -> tuple[bool, int | None]:
     """(some evidence asserts q's value with the claim's polarity, the first evidence that
     holds it with the other polarity — denies it, or asserts what the claim denies — or
@@ -145,10 +161,10 @@ def _stated(
         for e in qs:
             if not _same(q, e):
                 continue
-            held = stance(text, e.span[0])
-            if held == "mentioned":
+            how = held(text, e.span[0], claim)
+            if how == "mentioned":
                 continue
-            if (held == "denied") == negated:
+            if (how == "denied") == negated:
                 return True, None
             if denial is None:
                 denial = idx
@@ -165,7 +181,7 @@ def _match_slot(
     for text, qs in zip(evidence, evidence_qs, strict=True):
         spans = [e.display_span for e in qs]
         for e in qs:
-            if _same(q, e) and stance(text, e.span[0]) == "asserted":
+            if _same(q, e) and held(text, e.span[0], claim) == "asserted":
                 slot = same_slot(claim, q.display_span, claim_spans, text, e.display_span, spans)
                 best = max(best, slot)
                 if best == 2:
@@ -191,6 +207,10 @@ def _replacement(text: str, q: Quantity, e: Quantity) -> tuple[tuple[int, int], 
     span, value = q.span, _value_text(q, e)
     if q.unit != e.unit and q.kind == "number":
         span, value = q.display_span, e.display
+    if q.surface in PERIOD_ADVERBS and e.surface not in PERIOD_ADVERBS:
+        return q.span, f"every {e.display}"  # "annually" → "every 3 months"
+    if e.surface in PERIOD_ADVERBS and q.period_start >= 0 and q.surface != e.surface:
+        return (q.period_start, q.display_span[1]), e.surface  # "every 3 months" → "annually"
     bound = bound_of(text, q)
     return ((bound[1], span[1]) if bound else span), value
 
@@ -244,8 +264,8 @@ def _find_mismatch(
                 continue
             if not _aligned(claim_words, _sentence_around(text, e.span)):
                 continue
-            if stance(text, e.span[0]) != "asserted":
-                continue  # a denied or quoted value is nobody's value
+            if held(text, e.span[0], claim) != "asserted":
+                continue  # a denied, quoted or scoped value is nobody's value
             slot = same_slot(claim, q.display_span, claim_spans, text, e.display_span, spans)
             if not slot:
                 continue  # another item or attribute ("repairs" / "returns")
@@ -287,7 +307,7 @@ def check_claim(
     notes: list[str] = []
     for q in _quantities(claim):
         negated = denied(claim, q.span[0])
-        stated, denial = _stated(q, negated, evidence, evidence_qs)
+        stated, denial = _stated(claim, q, negated, evidence, evidence_qs)
         found = None
         if stated and not negated and _match_slot(claim, q, evidence, evidence_qs) < 2:
             # the value stands only in clauses not surely about its item and attribute ("24
@@ -295,7 +315,7 @@ def check_claim(
             found = _find_mismatch(claim, q, evidence, evidence_qs, about)
             if found is None or found[2] < 2:
                 continue
-        elif stated or _stated(q, negated, extra, extra_qs)[0]:
+        elif stated or _stated(claim, q, negated, extra, extra_qs)[0]:
             continue
         else:
             found = _find_mismatch(claim, q, evidence, evidence_qs, about)

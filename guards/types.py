@@ -131,6 +131,12 @@ class ClaimResult:
     # contradicted by the verifier alone (no value rule, no judge's quote): a removal needs
     # corroboration, so a rewrite flags it (guards.action); the trust floor still counts it
     by_verifier: bool = False
+    # contradicted by a value rule (guards.rules: a wrong or denied value, not only a
+    # passage's wording): a judge never overturns it (guards.judge_merge)
+    by_rule: bool = False
+    # a value rule and the judge disagree on it (the rule's verdict kept, both said in the
+    # explanation): flagged rather than rewritten, and no trust-floor block (guards.action)
+    disputed: bool = False
     # which rung of the verifier ladder decided it (guards.ladder): "fast" (verifier.model),
     # "strong" (verifier.ladder.strong) or "judge"; None when no verifier scored it
     rung: Rung | None = None
