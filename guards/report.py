@@ -9,7 +9,8 @@ for a claim escalated to the judge, guards.judge)}], plus latency_ms, verifier a
 unverified, and judge (the judge's figures, when the policy escalates); when the request's
 context was too large to verify whole within the cap or the budget (guards.request_evidence),
 ``context`` {passages, verified, capped} and a ``notes`` line, and the header
-``x-groundproxy-context``. Header names are lower-case and their values are header-safe (no
+``x-groundproxy-context``; ``notes`` also says why a JSON answer's correction was not
+made (guards.action, row 12). Header names are lower-case and their values are header-safe (no
 CR/LF or other control characters, latin-1 only).
 """
 
@@ -82,6 +83,8 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
         body["notes"] = [context_note(report)]
     if report.judge is not None:
         body["judge"] = report.judge
+    if report.notes:
+        body.setdefault("notes", []).extend(report.notes)
     return body
 
 
