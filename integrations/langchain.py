@@ -65,7 +65,8 @@ class ChatGroundproxy(ChatOpenAI):
             chunk, default_chunk_class, base_generation_info
         )
         # a structured-output stream (beta.chat.completions.stream) wraps the chunk
-        inner = chunk.get("chunk") if isinstance(chunk.get("chunk"), dict) else chunk
+        wrapped = chunk.get("chunk")
+        inner: dict[str, Any] = wrapped if isinstance(wrapped, dict) else chunk
         found = chunk.get(KEY) or inner.get(KEY)
         if out is not None and isinstance(found, dict):
             out.message.response_metadata[KEY] = found
