@@ -49,15 +49,10 @@ row   situation                                  answer       claims → returne
 11    the answer ran past ``max_answer_chars``:  unverified   the head as rows 4–10, the
       its tail is not verified                   (block       tail appended (block:
                                                  under row 3) withheld, refusal appended)
-12    a JSON answer whose correction or removal  the          those claims flagged, with
-      the response schema (or JSON itself)      strongest    the reason in their
-      does not allow                             action left  explanation and in notes
+12    a JSON answer's edit its schema forbids    flag, unless flagged, why in its
+      (:mod:`guards.json_claims`)                another is   explanation and the notes
+                                                 made
 ====  =========================================  ===========  ============================
-
-Row 12: a JSON answer is edited only where its schema still holds (:mod:`guards.json_claims`);
-an edit not made is never reported as made — the claim is ``flagged`` and the answer's
-action is the strongest its claims' actions still name (``rewrite`` only while something
-was corrected or removed).
 
 Row 8's ``by_verifier``: the verifier's P(contradicted) is not proof enough to delete
 words — on 900 HaluEval TRAIN pairs (seed 99) its removals hit 12 right summaries for 15
@@ -389,25 +384,17 @@ def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> Guar
 # --- row 12: a JSON answer's edits that its schema did not allow -------------------------
 
 
-_CLAIM_STRENGTH: dict[ClaimAction, AnswerAction] = {
-    "corrected": "rewrite", "removed": "rewrite", "flagged": "flag", "annotated": "annotate"
-}  # fmt: skip
-
-
 def unmade_edits(report: GuardReport, unmade: Sequence[tuple[ClaimResult, str]]) -> GuardReport:
-    """Row 12: each claim whose correction or removal was not made is ``flagged`` (its
-    explanation and the report's notes say why); a ``rewrite`` answer left with nothing
-    corrected or removed takes the strongest action its claims still name."""
+    """Row 12: an edit not made is flagged (and why); a rewrite with none made is a flag."""
     if not unmade or report.blocked:
         return report
     for r, why in unmade:
         r.action = "flagged"
         r.explanation = f"{r.explanation} ({why})" if r.explanation else why
         report.notes.append(why)
-    if report.action == "rewrite":
-        action: AnswerAction = "none"
-        for r in report.claims:
-            action = stronger(action, _CLAIM_STRENGTH.get(r.action, "none"))
-        report.action = action
+    if report.action == "rewrite" and all(
+        r.action not in ("corrected", "removed") for r in report.claims
+    ):
+        report.action = "flag"
     report.trust = rendered_trust(report.claims)
     return report

@@ -260,7 +260,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "delete":
         from groundproxy.proxy.cli.commands import delete
         from groundproxy.proxy.cli.serve import existing_data
+        from groundproxy.retrieval.names import validate_tenant
 
+        validate_tenant(args.tenant)
         existing_data(settings, "there is nothing to delete")
 
         return delete(settings.data, args.tenant, args.doc_ids, settings.database_url)
