@@ -100,20 +100,20 @@ def last_upstream(upstream_port: int) -> dict[str, Any]:
 # --- 1. JSON answers: correct where the schema allows, never claim a correction not made ---
 
 
-def _format(schema: dict[str, Any]) -> dict[str, Any]:
+def _format(schema: dict[str, Any]) -> Any:
     return {"type": "json_schema", "json_schema": {"name": "sheet", "schema": schema}}
 
 
 def _ask_json(base: str, mode: str, schema: dict[str, Any]) -> tuple[dict[str, Any], Any, str]:
     """(the JSON document, the groundproxy object, the action header or the object's)."""
     if mode == "responses":
-        fmt = {"type": "json_schema", "name": "sheet", "schema": schema}
-        raw = sdk(base).responses.with_raw_response.create(
+        fmt: Any = {"type": "json_schema", "name": "sheet", "schema": schema}
+        answered = sdk(base).responses.with_raw_response.create(
             model="gpt-4o-mini", input=SHEET, text={"format": fmt}
         )
-        response = raw.parse()
-        gp = (response.model_extra or {})["groundproxy"]
-        return json.loads(response.output_text), gp, raw.headers["x-groundproxy-action"]
+        done = answered.parse()
+        gp = (done.model_extra or {})["groundproxy"]
+        return json.loads(done.output_text), gp, answered.headers["x-groundproxy-action"]
     messages: Any = [{"role": "user", "content": SHEET}]
     if mode == "json":
         raw = sdk(base).chat.completions.with_raw_response.create(
@@ -126,9 +126,9 @@ def _ask_json(base: str, mode: str, schema: dict[str, Any]) -> tuple[dict[str, A
     tenant = "sentence" if mode == "sentence" else "acme"
     with sdk(base, tenant).chat.completions.with_streaming_response.create(
         model="gpt-4o-mini", messages=messages, response_format=_format(schema), stream=True
-    ) as response:
-        header = response.headers.get("x-groundproxy-action")
-        chunks = list(response.parse())
+    ) as streamed:
+        header = streamed.headers.get("x-groundproxy-action")
+        chunks = list(streamed.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     gp = (chunks[-1].model_extra or {})["groundproxy"]
     return json.loads(text), gp, header or gp["action"]
