@@ -1,5 +1,8 @@
 """structlog set-up: request id and tenant ride in contextvars; JSON when not on a TTY.
 
+The commands other than ``serve`` log in words instead (:func:`configure_cli_logging`):
+``groundproxy ingest: warning: skipping a.png: unsupported file type`` on stderr.
+
 Every line is one JSON object: structlog's own, and the standard library's (uvicorn's
 ``uvicorn.error``, litellm, httpx …) through the same renderer
 (``structlog.stdlib.ProcessorFormatter``), tracebacks included as a field. The access log
@@ -61,7 +64,8 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
     )
     root = logging.getLogger()
     # replace only a handler of ours (a test runner's own handlers stay)
-    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _StderrHandler)]
+    ours = (_StderrHandler, _CliHandler)
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, ours)]
     root.addHandler(handler)
     root.setLevel(lvl)
     logging.captureWarnings(True)  # a library's warnings.warn: a JSON line, not plain text

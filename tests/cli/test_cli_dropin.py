@@ -21,7 +21,7 @@ from tests.cli.test_clean_errors import DEMO, cli, on_screen, one_clean_line
 
 pytestmark = pytest.mark.slow  # real processes
 # what only the project's own developers could read
-INTERNAL = re.compile(r"\bseed \d{3}\b|\.py\b|\bissue \d+|\bour\b|proxy/|guards/|\bce\b")
+INTERNAL = re.compile(r"\bseed \d{3}\b|\.py\b|\bissue \d+|\bour\b|\bproxy/|\bguards/|\bce\b")
 
 
 def _commands(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, Any]]:
@@ -60,7 +60,10 @@ def test_help_as_printed(tmp_path: Path, command: str) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["ingest", "--tenant", "t", "--bogus", "docs"], ["models", "build", "--bad"]],
+    [
+        ["ingest", "--tenant", "t", "--bogus", "docs"],
+        ["models", "build", "--from", "x", "--name", "y", "--bad"],
+    ],
     ids=["ingest", "models-build"],
 )
 def test_an_unknown_flag_names_its_command(tmp_path: Path, args: list[str]) -> None:
