@@ -11,7 +11,13 @@
 # CI cannot run a Docker engine; `make wheel-check` builds the same wheel, installs it into a
 # clean venv and starts this file's exact ENTRYPOINT + CMD with its ENV.
 
-FROM python:3.11-slim AS builder
+# The base image of both stages. Pin it by digest for reproducible builds: the digest is not
+# recorded anywhere in this repository and cannot be looked up offline, so it is passed at
+# build time (`docker buildx imagetools inspect python:3.11-slim` prints it):
+#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest> -t groundproxy .
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY requirements.lock ./
@@ -29,7 +35,7 @@ COPY testing ./testing
 COPY integrations ./integrations
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
-FROM python:3.11-slim AS runtime
+FROM ${PYTHON_IMAGE} AS runtime
 # TOKENIZERS_PARALLELISM is a tokenizer switch, not a secret.
 # hadolint ignore=DL3064
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -42,7 +48,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TOKENIZERS_PARALLELISM=false \
     GROUNDPROXY_POLICIES=/etc/groundproxy/policies \
     GROUNDPROXY_DATA=/var/lib/groundproxy \
-    GROUNDPROXY_CACHE=/opt/groundproxy/cache
+    GROUNDPROXY_CACHE=/opt/groundproxy/cache \
+    GROUNDPROXY_HOST=0.0.0.0 \
+    GROUNDPROXY_PORT=8080
 COPY --from=builder /wheels /wheels
 RUN pip install --no-index --find-links /wheels "groundproxy==0.1.0" \
     && rm -rf /wheels \
@@ -56,8 +64,10 @@ USER 10001
 EXPOSE 8080
 VOLUME ["/var/lib/groundproxy"]
 
+# The port is GROUNDPROXY_PORT (`docker run -e GROUNDPROXY_PORT=9000 -p 9000:9000 …`): serve
+# and this check both read it, so they never disagree.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
+    CMD ["python", "-c", "import os,sys,urllib.request; url = 'http://127.0.0.1:%s/healthz' % os.environ.get('GROUNDPROXY_PORT', '8080'); sys.exit(0 if urllib.request.urlopen(url, timeout=2).status == 200 else 1)"]
 
 ENTRYPOINT ["groundproxy"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]
+CMD ["serve"]

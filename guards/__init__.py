@@ -18,7 +18,13 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
   may read), conformal maths, the trace walk.
 """
 
-from groundproxy.guards.action import apply, apply_adapted, disabled_report, failure_report
+from groundproxy.guards.action import (
+    apply,
+    apply_adapted,
+    disabled_report,
+    failure_report,
+    unmade_edits,
+)
 from groundproxy.guards.adapter import Adapter, ZeroShotRecord, read_adapter, read_record
 from groundproxy.guards.adapter_features import (
     FEATURE_SETS,
@@ -80,7 +86,7 @@ from groundproxy.guards.pipeline import (
     run_guard,
     with_context,
 )
-from groundproxy.guards.report import header_safe, report_body, report_headers
+from groundproxy.guards.report import NO_CLAIMS, header_safe, report_body, report_headers
 from groundproxy.guards.segments import Segment, SentenceSegmenter
 from groundproxy.guards.stages import Verified, verify
 from groundproxy.guards.stages import decide as decide_claims
@@ -95,6 +101,7 @@ __all__ = [
     "FEATURE_SETS",
     "LOGPROB_FEATURES",
     "LOGPROB_SETS",
+    "NO_CLAIMS",
     "NO_LADDER",
     "RISK_FEATURES",
     "RISK_GROUPS",
@@ -173,6 +180,7 @@ __all__ = [
     "shed_error",
     "still_describes",
     "summarize",
+    "unmade_edits",
     "verified_logprobs",
     "verify",
     "walk_back",

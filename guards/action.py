@@ -52,6 +52,9 @@ row   situation                                  answer       claims → returne
 11    the answer ran past ``max_answer_chars``:  unverified   the head as rows 4–10, the
       its tail is not verified                   (block       tail appended (block:
                                                  under row 3) withheld, refusal appended)
+12    a JSON answer's edit its schema forbids    flag, unless flagged, why in its
+      (:mod:`guards.json_claims`)                another is   explanation and the notes
+                                                 made
 ====  =========================================  ===========  ============================
 
 Row 8's ``by_verifier``: the verifier's P(contradicted) is not proof enough to delete
@@ -391,4 +394,23 @@ def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> Guar
     else:
         report.text += tail
         report.action = "unverified"
+    return report
+
+
+# --- row 12: a JSON answer's edits that its schema did not allow -------------------------
+
+
+def unmade_edits(report: GuardReport, unmade: Sequence[tuple[ClaimResult, str]]) -> GuardReport:
+    """Row 12: an edit not made is flagged (and why); a rewrite with none made is a flag."""
+    if not unmade or report.blocked:
+        return report
+    for r, why in unmade:
+        r.action = "flagged"
+        r.explanation = f"{r.explanation} ({why})" if r.explanation else why
+        report.notes.append(why)
+    if report.action == "rewrite" and all(
+        r.action not in ("corrected", "removed") for r in report.claims
+    ):
+        report.action = "flag"
+    report.trust = rendered_trust(report.claims)
     return report

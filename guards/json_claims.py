@@ -99,28 +99,55 @@ def claim_text(doc: Any) -> JsonClaims:
     return found
 
 
+# keywords of an object or array schema that say nothing about the value of one field
+# beyond its own sub-schema; any other (anyOf, $ref, patternProperties, prefixItems …) might,
+# so a field under it is never edited (never guess)
+_CONTAINER_KEYS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "description",
+     "title", "examples", "default", "minItems", "maxItems", "minProperties", "maxProperties",
+     "$schema", "$id"}
+)  # fmt: skip
+
+
 def _schema_at(schema: Any, path: Path) -> Any:
-    """The sub-schema for ``path`` (``_MISSING`` when the schema does not say)."""
+    """The sub-schema for ``path``: a schema, ``None`` when the schema does not type that
+    field (JSON Schema lets it hold anything: a key ``properties`` does not list, with
+    ``additionalProperties`` absent or ``true``; ``items`` absent; ``{}``), or ``_MISSING``
+    when it cannot be read here (a keyword this module does not read, or a key
+    ``additionalProperties: false`` forbids)."""
     cur = schema
     for step in path:
-        if not isinstance(cur, dict):
+        if cur is None or cur is True:
+            return None
+        if not isinstance(cur, dict) or not set(cur) <= _CONTAINER_KEYS:
             return _MISSING
         if isinstance(step, int):
-            cur = cur.get("items", _MISSING)
+            cur = cur.get("items")
         else:
-            cur = (cur.get("properties") or {}).get(step, _MISSING)
-        if cur is _MISSING:
+            props = cur.get("properties") or {}
+            cur = props[step] if step in props else cur.get("additionalProperties")
+        if cur is False:
             return _MISSING
-    return cur
+    return None if cur is True else cur
+
+
+def _takes_any_string(sub: Any) -> bool:
+    """May a value of this sub-schema be any string?"""
+    if sub is None:
+        return True
+    if not isinstance(sub, dict) or not set(sub) <= _PLAIN_STRING_KEYS:
+        return False
+    kinds = sub.get("type", "string")
+    return kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
 
 
 def plain_string_field(schema: dict[str, Any] | None, path: Path) -> bool:
     """May the value at ``path`` be replaced by any string and still validate? True with no
-    schema, or when its schema is ``{"type": "string"}`` with no other constraint."""
+    schema, when the schema does not type the field, or when its schema is
+    ``{"type": "string"}`` with no other constraint."""
     if schema is None:
         return True
-    sub = _schema_at(schema, path)
-    return isinstance(sub, dict) and sub.get("type") == "string" and set(sub) <= _PLAIN_STRING_KEYS
+    return _takes_any_string(_schema_at(schema, path))
 
 
 def _set(doc: Any, path: Path, value: Any) -> None:
@@ -145,6 +172,11 @@ def edit_values(
     return doc, done
 
 
+def pointer(path: Path) -> str:
+    """A value's JSON Pointer (RFC 6901): ``("models", 0, "name")`` → ``/models/0/name``."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path) or "/"
+
+
 def response_schema(response_format: Any) -> tuple[bool, dict[str, Any] | None]:
     """``(asks for JSON, its JSON schema or None)`` for a request's ``response_format``."""
     if not isinstance(response_format, dict):
@@ -159,28 +191,54 @@ def response_schema(response_format: Any) -> tuple[bool, dict[str, Any] | None]:
     return False, None
 
 
+@dataclass
+class JsonEdited:
+    """The JSON answer after the guard, and the edits the guard asked for that were not
+    made: ``(claim result, why)`` for each claim the policy corrected or removed whose
+    value stayed as it was (:func:`guards.action.unmade_edits` flags them)."""
+
+    text: str
+    unmade: list[tuple[Any, str]] = field(default_factory=list)
+
+
+def _fact_edit(found: JsonClaims, i: int, r: Any) -> tuple[Any, str]:
+    """The new value for fact ``i`` under claim result ``r`` (``_MISSING`` and why not)."""
+    where = pointer(found.leaves[i][0])
+    if r.action != "corrected" or not r.correction:
+        return _MISSING, f"not removed: {where} is a JSON value, kept as it was and flagged"
+    new_value = corrected_value(found.facts[i], found.leaves[i][1], r.correction)
+    if new_value is None:
+        return _MISSING, f"not corrected: the correction states no new value for {where}"
+    return new_value, ""
+
+
 def guarded_json(
     original: str, found: JsonClaims, claims: list[Any], blocked: bool,
     refusal: str, schema: dict[str, Any] | None,
-) -> str:  # fmt: skip
+) -> JsonEdited:  # fmt: skip
     """The JSON answer after the guard: corrected / removed claims rewritten inside their
     value, a corrected number, boolean or date replaced by the corrected value (same JSON
     type), and on ``blocked`` every statement value holding a claim replaced by ``refusal``
     — each only where the schema allows it (:func:`plain_string_field`,
     :func:`json_facts.fits`). No markers, no sources: when nothing may be edited, the
-    original text is returned byte for byte."""
+    original text is returned byte for byte. Every correction or removal not made is
+    listed with its reason (:attr:`JsonEdited.unmade`)."""
     edits: dict[int, list[tuple[int, int, str]]] = {}
-    facts: dict[int, Any] = {}
+    owners: dict[int, list[Any]] = {}  # statement index → the claims editing it
+    facts: dict[int, tuple[Any, Any]] = {}  # fact index → (new value, its claim)
+    unmade: list[tuple[Any, str]] = []
     for r in claims:
         start, end = r.claim.span
         i = found.value_of(start)
         if i is None:
             continue
         if i in found.facts:
-            if not blocked and r.action == "corrected" and r.correction:
-                new_value = corrected_value(found.facts[i], found.leaves[i][1], r.correction)
-                if new_value is not None:
-                    facts[i] = new_value
+            if not blocked and r.action in ("corrected", "removed"):
+                new_value, why = _fact_edit(found, i, r)
+                if new_value is _MISSING:
+                    unmade.append((r, why))
+                else:
+                    facts[i] = (new_value, r)
             continue
         if blocked:
             edits[i] = [(0, len(found.leaves[i][1]), refusal)]
@@ -192,6 +250,7 @@ def guarded_json(
         edits.setdefault(i, []).append(
             (start - base, min(end - base, len(found.leaves[i][1])), new)
         )
+        owners.setdefault(i, []).append(r)
     values: dict[int, str] = {}
     for i, spans in edits.items():
         value = found.leaves[i][1]
@@ -199,10 +258,19 @@ def guarded_json(
             value = value[:s] + new + value[e:]
         values[i] = " ".join(value.split())
     doc, done = edit_values(found, values, schema)
-    for i, new_value in sorted(facts.items()):
+    for i in sorted(set(owners) - set(done)):
+        where = pointer(found.leaves[i][0])
+        why = f"not edited: the response schema constrains the string at {where}"
+        unmade.extend((r, why) for r in owners[i])
+    for i, (new_value, r) in sorted(facts.items(), key=lambda item: item[0]):
         path = found.leaves[i][0]
         sub = None if schema is None else _schema_at(schema, path)
         if sub is not _MISSING and fits(sub, new_value):
             _set(doc, path, new_value)
             done.append(i)
-    return json.dumps(doc, ensure_ascii=False) if done else original
+        else:
+            shown = json.dumps(new_value, ensure_ascii=False)
+            unmade.append((r, f"not corrected: {shown} would break the response schema at "
+                              f"{pointer(path)}; flagged instead"))  # fmt: skip
+    text = json.dumps(doc, ensure_ascii=False) if done else original
+    return JsonEdited(text, unmade)

@@ -152,13 +152,14 @@ _FITTING_KEYS = frozenset(
 
 
 def fits(schema: Any, value: Any) -> bool:
-    """Does ``value`` satisfy the (sub-)schema of its field? True with no schema; False
-    whenever the schema says something this check does not read (never guess)."""
-    if schema is None:
+    """Does ``value`` satisfy the (sub-)schema of its field? True with no schema (or
+    ``true``, ``{}``: the field is not typed); False whenever the schema says something
+    this check does not read (never guess)."""
+    if schema is None or schema is True:
         return True
     if not isinstance(schema, dict) or not set(schema) <= _FITTING_KEYS:
         return False
-    kinds = schema.get("type")
+    kinds = schema.get("type", list(_TYPES))  # no "type": any type
     names = kinds if isinstance(kinds, list) else [kinds]
     allowed = tuple(t for n in names if isinstance(n, str) for t in _TYPES.get(n, ()))
     if not allowed or not isinstance(value, allowed):

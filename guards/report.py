@@ -13,7 +13,8 @@ figures, when the policy escalates) and ladder (claims per rung and skipped, als
 ``x-groundproxy-ladder``, when a claim was scored by a verifier); when the request's
 context was too large to verify whole within the cap or the budget (guards.request_evidence),
 ``context`` {passages, verified, capped} and a ``notes`` line, and the header
-``x-groundproxy-context``. Header names are lower-case and their values are header-safe (no
+``x-groundproxy-context``; ``notes`` also says why a JSON answer's correction was not
+made (guards.action, row 12). Header names are lower-case and their values are header-safe (no
 CR/LF or other control characters, latin-1 only).
 """
 
@@ -94,6 +95,8 @@ def report_body(report: GuardReport, policy_id: str) -> dict[str, Any]:
         body["judge"] = report.judge
     if (ladder := ladder_counts(report.claims)) is not None:
         body["ladder"] = ladder
+    if report.notes:
+        body.setdefault("notes", []).extend(report.notes)
     return body
 
 

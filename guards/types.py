@@ -184,13 +184,19 @@ class GuardReport:
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
     context: ContextStats | None = None  # what the request's context cost (None: none used)
     judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.JudgeSummary)
+    notes: list[str] = field(default_factory=list)  # said to the client (body ``notes``)
 
     @property
     def reported_trust(self) -> float | None:
-        """The trust as the body and headers report it: None ("no claims": nothing in the
-        answer to trust or distrust) for a verified answer without claims — an empty
-        answer, a tool call alone, a greeting; else :attr:`trust`."""
-        return None if not self.claims and not self.unverified else self.trust
+        """The trust as the body and headers report it (header ``n/a``, body null) when
+        there is nothing to trust or distrust: a verified answer without claims (an empty
+        answer, a tool call alone, a greeting), or an answer none of whose claims was
+        checked (``guard: false``, the guard failed or ran past its budget: 0.00 would
+        read as "checked and untrusted"); else :attr:`trust`."""
+        if not self.claims and not self.unverified:
+            return None
+        checked = any(r.action != "unverified" for r in self.claims)
+        return None if self.unverified and not checked else self.trust
 
 
 @runtime_checkable

@@ -16,7 +16,8 @@ margin scores a mean AUROC of 0.726 over the 13 train files against 0.642 for th
 normalized entropy of the claim's probabilities (the seed's uncertainty, what this field
 held before), better on 12 of 13 (eval, reported only: 0.621 vs 0.528, 7 of 8); the
 learned ranker below did worse than the entropy leave-one-file-out (0.651 vs 0.662) and
-ships for no verifier.
+ships for no verifier. A claim a value rule contradicted (a wrong number, date or name
+against the passage) is not the verifier's decision: its uncertainty is 0.
 
 A verifier that ships an :class:`ErrorRanker` (``uncertainty.json`` beside its model,
 fitted by ``models/train/uncertainty.py``) gets the ranker's P(the verdict is wrong)
@@ -234,8 +235,9 @@ def rank_errors(
     tau: float,
     ranker: ErrorRanker | None,
 ) -> None:
-    """Set each result's ``uncertainty`` (module docstring): the ranker's P(wrong), else
-    the claim's decision margin (:func:`margin_risk`)."""
+    """Set each result's ``uncertainty`` (module docstring): 0 for a claim a value rule
+    contradicted (the rule is sure; a passage's wording alone is not), else the ranker's
+    P(wrong), else the claim's decision margin (:func:`margin_risk`)."""
     for s, r in zip(claims, results, strict=True):
         r.uncertainty = claim_risk(s, r, tau, ranker, len(results))
 
@@ -245,6 +247,8 @@ def claim_risk(
 ) -> float:
     """One claim's ``uncertainty`` (:func:`rank_errors`) in an answer of ``n_claims``."""
     supported = r.verdict == "supported"
+    if r.verdict == "contradicted" and s.rule.mismatches and not r.by_wording:
+        return 0.0  # a value rule's mismatch is sure (not the verifier's call)
     if ranker is None:
         raw = max((x.supported for x in s.probs), default=0.0)
         return margin_risk(raw, supported, tau)

@@ -95,6 +95,9 @@ class VerifierPolicy(_Strict):
     # "model": the verifier's own fitted threshold (its meta.json ``threshold``; 0.6 for a
     # verifier without one); "calibrated": the tenant's calibration file; or a number.
     threshold: float | Literal["calibrated", "model"] = "model"
+    # the most normalized entropy (0 sure, 1 uniform) of the best passage's three
+    # probabilities a supported verdict may have; not the claims' reported ``uncertainty``
+    # (the decision margin, guards.uncertainty)
     max_uncertainty: float = Field(default=0.9, ge=0.0, le=1.0)
     # The answer-level decision when the tenant has no adapter of its own: "every_claim"
     # (rejected when any claim is not supported) or "learned" (the verifier's shipped

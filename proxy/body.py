@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from groundproxy.errors import BodyTooLargeError
 from groundproxy.proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
+from groundproxy.proxy.routes.aliases import DEPLOYMENT
 from groundproxy.proxy.state import app_state
 
 
@@ -37,9 +38,13 @@ async def json_body(request: Request) -> dict[str, Any]:
     """The body as a JSON object, within the server's size and nesting limits."""
     settings = app_state(request).settings
     raw = await read_body(request, settings.max_body_bytes)
-    return parse_json_body(
+    data = parse_json_body(
         raw, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
     )
+    deployment = request.scope.get(DEPLOYMENT)
+    if isinstance(deployment, str):  # Azure OpenAI: the deployment names the model
+        data["model"] = deployment
+    return data
 
 
 JsonBody = Annotated[dict[str, Any], Depends(json_body)]

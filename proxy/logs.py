@@ -1,5 +1,8 @@
 """structlog set-up: request id and tenant ride in contextvars; JSON when not on a TTY.
 
+The commands other than ``serve`` log in words instead (:func:`configure_cli_logging`):
+``groundproxy ingest: warning: skipping a.png: unsupported file type`` on stderr.
+
 Every line is one JSON object: structlog's own, and the standard library's (uvicorn's
 ``uvicorn.error``, litellm, httpx …) through the same renderer
 (``structlog.stdlib.ProcessorFormatter``), tracebacks included as a field. The access log
@@ -61,7 +64,8 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
     )
     root = logging.getLogger()
     # replace only a handler of ours (a test runner's own handlers stay)
-    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _StderrHandler)]
+    ours = (_StderrHandler, _CliHandler)
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, ours)]
     root.addHandler(handler)
     root.setLevel(lvl)
     logging.captureWarnings(True)  # a library's warnings.warn: a JSON line, not plain text
@@ -76,5 +80,67 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+class _CliHandler(logging.Handler):
+    """A command's log records as one human line each on stderr (never JSON): written
+    through ``tqdm.write`` so a progress bar on the same stream is cleared and redrawn
+    around the line instead of being broken by it."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__()
+        self.prog = prog
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = f"{self.prog}: {record.levelname.lower()}: {self.format(record)}"
+            try:
+                from tqdm import tqdm
+            except ImportError:  # pragma: no cover - tqdm ships with the package
+                print(line, file=sys.stderr)
+            else:
+                tqdm.write(line, file=sys.stderr)
+        except Exception:  # a log line never fails the command
+            self.handleError(record)
+
+
+def _plain(_: object, __: str, event: structlog.types.EventDict) -> str:
+    """``message (key=value, …)`` of a structlog event or a stdlib record."""
+    message = str(event.pop("event", ""))
+    for meta in ("level", "timestamp", "logger", "exc_info", "_record", "_from_structlog"):
+        event.pop(meta, None)
+    extra = ", ".join(f"{k}={v}" for k, v in event.items())
+    return f"{message} ({extra})" if extra else message
+
+
+def configure_cli_logging(prog: str, level: str = "warning") -> None:
+    """Logging for a command other than ``serve``: warnings and errors (structlog's and the
+    standard library's) as ``<prog>: warning: <message>`` lines on stderr, in human form
+    whatever stderr is (the JSON lines are the server's), kept clear of progress bars."""
+    lvl = log_level(level)
+    handler = _CliHandler(prog)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_log_level],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, _plain],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _StderrHandler | _CliHandler)]
+    root.addHandler(handler)
+    root.setLevel(lvl)
+    logging.captureWarnings(True)
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
     )

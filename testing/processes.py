@@ -75,6 +75,7 @@ def start_proxy(
     log_path: Path | None = None,
     timeout_s: float = 600.0,  # start-up warms two verifiers (the ladder): slow when busy
 ) -> subprocess.Popen[bytes]:
+    data.mkdir(parents=True, exist_ok=True)  # serve never creates it (ingest does)
     args = [
         "-m",
         "groundproxy.proxy",

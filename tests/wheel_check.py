@@ -205,7 +205,8 @@ def main() -> int:
         (work / "spec.md").write_text(DOC, encoding="utf-8")
         run([*entry, "ingest", "--tenant", "wheel", str(work / "spec.md")], cwd=work, env=env)
 
-        port = free_port()
+        port = free_port()  # the image's port (ENV GROUNDPROXY_PORT, or a CMD --port) made free
+        env.update({k: str(port) for k, v in env_file.items() if k == "GROUNDPROXY_PORT"})
         serve_cmd = [*entry, *[str(port) if a == "8080" else a for a in cmd]]
         print("+", " ".join(serve_cmd), flush=True)
         with log.open("wb") as out:

@@ -19,7 +19,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -44,6 +44,17 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (--help shows the usage)\n")
+
+
+def version() -> str:
+    """The installed package's version (``groundproxy --version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("groundproxy")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
 
 
 def _positive(text: str) -> int:
@@ -79,7 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="groundproxy", description="OpenAI-compatible guardrail proxy", debug_flag=False
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--version", action="version", version=f"groundproxy {version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("serve", help="run the proxy")
     p.add_argument("--host", default=None, help="default $GROUNDPROXY_HOST, then 127.0.0.1")
@@ -92,9 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="add or replace documents in a tenant's index")
     _add_folders(p, "data")
-    p.add_argument("--tenant", required=True)
-    p.add_argument("paths", nargs="+", type=Path)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--tenant", required=True, help="the tenant whose index gets the documents")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help="files or folders (.md, .txt, .html, .pdf, .jsonl …; folders recursively)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--skip-errors", action="store_true", help="skip (and list) unreadable files")
     p.add_argument(
         "--follow-symlinks",
@@ -104,15 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("delete", help="delete documents from a tenant's index")
     _add_folders(p, "data")
-    p.add_argument("--tenant", required=True)
-    p.add_argument("doc_ids", nargs="+")
+    p.add_argument("--tenant", required=True, help="the tenant whose index holds them")
+    p.add_argument("doc_ids", nargs="+", help="document ids, as ingest printed them")
 
     p = sub.add_parser("check", help="guard one answer without an upstream; prints JSON")
     _add_folders(p, "data", "policies")
-    p.add_argument("--tenant", required=True)
-    p.add_argument("--answer", required=True)
-    p.add_argument("--question", default=None)
-    p.add_argument("--context-file", type=Path, default=None)
+    p.add_argument("--tenant", required=True, help="whose policy and index to guard with")
+    p.add_argument("--answer", required=True, help="the answer text to verify")
+    p.add_argument("--question", default=None, help="the question it answers (optional)")
+    p.add_argument(
+        "--context-file",
+        type=Path,
+        default=None,
+        help="a text file used as the request's own context (evidence beside the index)",
+    )
     p.add_argument(
         "--fail-on",
         choices=["contradicted", "unverifiable"],
@@ -121,9 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("eval", help="measure a verifier on a labelled JSONL file")
-    p.add_argument("file", type=Path)
-    p.add_argument("--verifier", default="default")
-    p.add_argument("--mode", choices=["context", "index"], default="context")
+    p.add_argument(
+        "file", type=Path, help="JSONL rows: context, query, response, label_hallucinated (0 or 1)"
+    )
+    p.add_argument("--verifier", default="default", help="verifier model name (default: 'default')")
+    p.add_argument(
+        "--mode",
+        choices=["context", "index"],
+        default="context",
+        help="evidence: each row's own context, or an index built from all rows' contexts",
+    )
     p.add_argument("--limit", type=_positive, default=None, help="score N rows drawn with --seed")
     p.add_argument(
         "--decision",
@@ -131,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="every_claim",
         help="the answer-level decision (policy verifier.decision)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the --limit sample")
     p.add_argument("--json", action="store_true", help="print the metrics object last")
     p.add_argument(
         "--out", type=Path, default=None, help="write rows.jsonl, roc.png, reliability.png here"
@@ -152,13 +183,18 @@ def build_parser() -> argparse.ArgumentParser:
         "`groundproxy serve --policies ./policies` of your own",
     )
 
-    p = sub.add_parser("calibrate", help="split-conformal thresholds for a tenant (seed 003)")
+    p = sub.add_parser(
+        "calibrate",
+        help="fit a tenant's thresholds with a coverage guarantee (split conformal), "
+        "or its adapter (--fit)",
+    )
     p.add_argument("file", type=Path, nargs="?", help="labelled rows (optional with --fit)")
-    p.add_argument("--tenant", required=True)
+    p.add_argument("--tenant", required=True, help="the tenant to calibrate")
     p.add_argument(
         "--fit",
         action="store_true",
-        help="learn the tenant's adapter from its feedback (and FILE); see proxy/cli/adapt.py",
+        help="learn the tenant's answer-level adapter from reviewers' labels (POST "
+        "/v1/groundproxy/feedback) and FILE's rows",
     )
     p.add_argument(
         "--no-token-features",
@@ -172,12 +208,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --fit: ship the fit even when warnings about its labels fire (else it is "
         "refused: exit 2, nothing written)",
     )
-    p.add_argument("--alpha", type=float, default=None, help="default 0.1; with --fit: none")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="accept a truly supported answer with probability at least 1 - ALPHA "
+        "(default 0.1; not with --fit)",
+    )
     p.add_argument("--verifier", default=None, help="default: the tenant's policy, else 'default'")
     _add_folders(p, "data", "policies")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cal-fraction", type=float, default=0.5)
-    p.add_argument("--limit", type=_positive, default=None)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the shuffle and split")
+    p.add_argument(
+        "--cal-fraction",
+        type=float,
+        default=0.5,
+        help="share of the rows that calibrate (the rest are held out to measure it)",
+    )
+    p.add_argument("--limit", type=_positive, default=None, help="use N rows drawn with --seed")
     p.add_argument("--json", action="store_true", help="print the calibration object last")
 
     p = sub.add_parser("models", help="build and list verifier models (ONNX, int8)")
@@ -190,7 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="local folder, .gguf file, or a hub id already in the local HF cache",
     )
     m.add_argument("--name", required=True, help="the name a policy uses (verifier.model)")
-    m.add_argument("--kind", choices=["auto", "nli", "causal-lm"], default="auto")
+    m.add_argument(
+        "--kind",
+        choices=["auto", "nli", "causal-lm"],
+        default="auto",
+        help="what the model is (auto: detected from its config)",
+    )
     m.add_argument(
         "--max-length",
         type=int,
@@ -201,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--pair-order",
         choices=["auto", "evidence-claim", "claim-evidence"],
         default="auto",
-        help="nli input order (auto: claim first for our ce)",
+        help="nli input order (auto: claim first for a cross-encoder trained by groundproxy, "
+        "which ships a ce_manifest.json; evidence first otherwise)",
     )
     m.add_argument("--force", action="store_true", help="replace a model of the same name")
     _add_folders(m, "models-dir", "data")
@@ -209,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_folders(m, "models-dir", "data")
 
     p = sub.add_parser("hash-key", help="print the sha256 hash of an API key for a policy file")
-    p.add_argument("key")
+    p.add_argument("key", help="the API key (its hash goes in the policy's keys)")
     return parser
 
 
@@ -225,6 +278,11 @@ def _run(args: argparse.Namespace) -> int:
         return ingest(args, settings)
     if args.command == "delete":
         from groundproxy.proxy.cli.commands import delete
+        from groundproxy.proxy.cli.serve import existing_data
+        from groundproxy.retrieval.names import validate_tenant
+
+        validate_tenant(args.tenant)
+        existing_data(settings, "there is nothing to delete")
 
         return delete(settings.data, args.tenant, args.doc_ids, settings.database_url)
     if args.command == "check":
@@ -266,12 +324,29 @@ def _run(args: argparse.Namespace) -> int:
     raise AssertionError(args.command)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    if args.command != "serve":
-        from groundproxy.proxy.logs import configure_logging
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The parser of the (sub-)command ``args`` ran: its usage errors name it
+    (``groundproxy ingest: error: …``, not ``groundproxy: error: …``)."""
+    found: Any = parser
+    for dest in ("command", "models_command"):
+        subs = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, dest, None)
+        if not subs or name not in subs[0].choices:
+            break
+        found = subs[0].choices[name]
+    return found
 
-        configure_logging("warning")  # to stderr: stdout carries the command's output
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command != "serve":
+        from groundproxy.proxy.logs import configure_cli_logging
+
+        # one human line per warning on stderr (stdout carries the command's output)
+        configure_cli_logging(f"groundproxy {args.command}")
     sys.exit(_run_reporting(args))
 
 

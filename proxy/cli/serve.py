@@ -2,7 +2,8 @@
 
 Start-up errors found before uvicorn starts (no policies folder, a policy folder where no
 policy loads — each bad file named with its line —, an unknown embedder, a port already
-taken) raise a :class:`GroundproxyError`: the CLI prints it as one line, exit 2.
+taken, a data folder that does not exist: serve never creates it) raise a
+:class:`GroundproxyError`: the CLI prints it as one line, exit 2.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from groundproxy.proxy.settings import Settings
 from groundproxy.retrieval.embedder import embedder_factory
 
 
+def existing_data(settings: Settings, then: str) -> None:
+    """``serve`` and ``delete`` never create the data folder (a mistyped ``--data`` would
+    serve, or delete from, empty indexes): it must exist unless documents live in
+    PostgreSQL (``GROUNDPROXY_DATABASE_URL``). ``ingest`` creates it."""
+    if settings.database_url is None and not settings.data.is_dir():
+        raise BadRequestError(
+            f"the data folder {settings.data} does not exist (--data, $GROUNDPROXY_DATA): {then}"
+        )
+
+
 def preflight(settings: Settings) -> None:
     """What would make the server fail to start, checked without loading anything."""
     if not settings.policies.is_dir():
@@ -26,8 +37,12 @@ def preflight(settings: Settings) -> None:
         embedder_factory(settings.embedder)  # a name, or an import path (imported, not built)
     except ModelLoadError as exc:
         raise BadRequestError(exc.message) from exc
-    if settings.port == 0:
-        return
+    if settings.port != 0:
+        _can_listen(settings)
+    existing_data(settings, "`groundproxy ingest` creates it (or mkdir it to serve no documents)")
+
+
+def _can_listen(settings: Settings) -> None:
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it

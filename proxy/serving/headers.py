@@ -5,8 +5,8 @@
   step and request ids) and, for a multi-step trace, ``x-groundproxy-trace-id``;
 - ``sentence``: only what is known before the answer — request, policy and step ids and
   ``x-groundproxy-stream: sentence`` (the verdict rides in the last SSE event);
-- ``relay`` (an unguarded stream): the unverified verdict, known up front (trust 0.00,
-  action ``unverified``, latency 0) and ``x-groundproxy-stream: relay``.
+- ``relay`` (an unguarded stream): the unverified verdict, known up front (trust ``n/a``:
+  not checked; action ``unverified``, latency 0) and ``x-groundproxy-stream: relay``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from groundproxy.guards import header_safe, report_headers
+from groundproxy.guards import NO_CLAIMS, header_safe, report_headers
 from groundproxy.guards.types import GuardReport
 
 Mode = Literal["buffer", "sentence", "relay"]
@@ -58,7 +58,7 @@ def response_headers(
         }
     else:
         headers = {
-            "x-groundproxy-trust": "0.00",
+            "x-groundproxy-trust": NO_CLAIMS,  # not checked: n/a, never 0.00 (untrusted)
             "x-groundproxy-action": "unverified",
             "x-groundproxy-policy": policy_id,
             "x-groundproxy-latency-ms": "0",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from groundproxy.guards import claim_text, guarded_json
+from groundproxy.guards import claim_text, guarded_json, unmade_edits
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.serving.call import Asked
@@ -28,10 +28,10 @@ async def guard_json(
     if not found.leaves:
         return GuardReport(text, text, [], trust=1.0, action="none")
     report = await guard.guard(found.text, asked.question, list(asked.context), policy)
-    content = guarded_json(
+    edited = guarded_json(
         text, found, report.claims, report.blocked, policy.actions.refusal, schema
     )
-    return replace(report, original=text, text=content)
+    return unmade_edits(replace(report, original=text, text=edited.text), edited.unmade)
 
 
 class JsonHold:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundproxy.guards.types import GuardReport
-from groundproxy.proxy.storage.trace_node import COLS, StoredNode
+from groundproxy.proxy.storage.trace_node import COLS, StoredNode, shown_trust
 
 MAX_RETURNED_CHARS = 20_000
 MAX_LIST = 200
@@ -96,7 +96,7 @@ class Answer:
             "created": self.created,
             "model": self.model,
             "policy": self.policy,
-            "trust": self.trust,
+            "trust": shown_trust(self.trust, self.claims),  # null as the body said
             "action": self.action,
             "claims": len(self.claims),
             "counts": self.counts(),

@@ -103,8 +103,17 @@ class StoredNode:
             "policy": self.policy,
             "question_sha256": self.question_sha256,
             "context_sha256": self.context_sha256,
-            "trust": self.trust,
+            "trust": shown_trust(self.trust, self.claims),
             "action": self.action,
             "answer": self.answer,
             "claims": self.claims,
         }
+
+
+def shown_trust(trust: float, claims: list[dict[str, Any]]) -> float | None:
+    """The stored trust as the answer's body reported it (``GuardReport.reported_trust``):
+    None for an answer with no claims, or none of whose claims was checked (all
+    ``unverified``: guard off, failed or past its budget); else ``trust``."""
+    if not claims or all(c.get("action") == "unverified" for c in claims):
+        return None
+    return trust

@@ -6,7 +6,7 @@ against an upstream that sends a word every 0.2 s, the first byte came after the
 answer, 8.7 s, instead of 0.5 s). The contract of an unguarded answer is kept:
 
 - headers, all known up front: ``x-groundproxy-action: unverified``,
-  ``x-groundproxy-trust: 0.00``, ``x-groundproxy-latency-ms: 0``, the policy, step and
+  ``x-groundproxy-trust: n/a`` (not checked), ``x-groundproxy-latency-ms: 0``, the policy, step and
   request ids, and ``x-groundproxy-stream: relay``;
 - the last event before ``[DONE]`` carries the ``groundproxy`` object of the unverified
   report (claims marked ``unverified``, "guard disabled by policy");

@@ -46,6 +46,7 @@ from groundproxy.guards import (
     Verified,
     parse_json_answer,
     report_body,
+    response_schema,
 )
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.protocol import ChatCompletionRequest
@@ -193,7 +194,8 @@ async def sentence_events(
         doc = parse_json_answer(hold.text) if hold.is_json else None
         if doc is not None:  # a JSON answer: guarded whole, stays JSON
             asked = Asked(guarded.question, guarded.context)
-            json_report = await guard_json(hold.text, doc, None, asked, guarded.policy, guard)
+            _, schema = response_schema(req.passthrough().get("response_format"))
+            json_report = await guard_json(hold.text, doc, schema, asked, guarded.policy, guard)
             yield out.chunk({"content": json_report.text})
         async for piece in emit(segmenter.feed(hold.text) if doc is None else []):
             yield piece

@@ -60,6 +60,8 @@ function fail(err) {
 
 const fmtTime = (t) => new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19);
 const fmtNum = (x, d) => (x === null || x === undefined ? "–" : Number(x).toFixed(d));
+// trust is null for an answer with no claims or none checked: "n/a", as the header says
+const fmtTrust = (x) => (x === null || x === undefined ? "n/a" : Number(x).toFixed(2));
 
 // ---- list ---------------------------------------------------------------------------------
 
@@ -82,7 +84,7 @@ function renderList(body, query) {
     const tr = el("tr", { "data-step": a.step_id, onclick: () => openAnswer(a.step_id) },
       el("td", { class: "mono", text: fmtTime(a.created) }),
       el("td", { text: a.model || "–" }),
-      el("td", { text: fmtNum(a.trust, 2) }),
+      el("td", { text: fmtTrust(a.trust) }),
       el("td", { class: "action action-" + a.action, text: a.action }),
       el("td", { text: `${a.claims}: ${c.supported} / ${c.contradicted} / ${c.unverifiable}` }),
       el("td", { text: fmtNum(a.latency_ms, 0) }),
@@ -223,7 +225,7 @@ async function openAnswer(stepId) {
   $("passage").hidden = true;
   $("d-step").textContent = a.step_id;
   $("d-meta").textContent = [
-    fmtTime(a.created) + " UTC", "model " + (a.model || "–"), "trust " + fmtNum(a.trust, 2),
+    fmtTime(a.created) + " UTC", "model " + (a.model || "–"), "trust " + fmtTrust(a.trust),
     "action " + a.action, "guard " + fmtNum(a.latency_ms, 0) + " ms",
     "verifier " + (a.verifier || "–"), "policy " + a.policy,
     "request " + (a.request_id || "–"), "trace " + a.trace_id,
@@ -332,7 +334,7 @@ function drawDag(t, current) {
     g.append(svg("rect", { width: W, height: H }),
       svg("text", { x: 10, y: 19, class: "mono" }, n.step_id),
       svg("text", { x: 10, y: 37, class: "sub" },
-        `${n.action} · trust ${fmtNum(n.trust, 2)} · ${bad}/${n.claims.length} not supported`));
+        `${n.action} · trust ${fmtTrust(n.trust)} · ${bad}/${n.claims.length} not supported`));
     if (errorSteps.has(n.step_id)) g.append(svg("text", { x: 10, y: 50, class: "err" }, "error step"));
     parts.push(g);
   }

@@ -126,7 +126,8 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
         (["calibrate", "--tenant", "t", "docs/rows.jsonl", "--alpha", "2"], "calibrate", "alpha"),
         (["models", "build", "--from", "nowhere", "--name", "x"], "models", "nowhere"),
         (["hash-key", ""], "hash-key", "the key is empty"),
-        (["serve", "--no-such-flag"], "", "unrecognized arguments: --no-such-flag"),
+        # the sub-command's own usage error (issue 41, item 5: before, "groundproxy: error")
+        (["serve", "--no-such-flag"], "serve", "unrecognized arguments: --no-such-flag"),
     ],
 )
 def test_every_command_reports_a_bad_input_in_one_line(

@@ -7,6 +7,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from groundproxy.guards.json_claims import (
     claim_text,
     guarded_json,
@@ -64,19 +66,19 @@ def test_statements_are_sentences_with_paths_and_each_is_its_own_line() -> None:
 def test_a_correction_is_made_in_place_and_the_json_stays_valid() -> None:
     found = claim_text(DOC)
     fix = _claim(found, 0, "24 months", "corrected", "12 months")
-    out = json.loads(guarded_json(TEXT, found, [fix], False, "refused", None))
+    out = json.loads(guarded_json(TEXT, found, [fix], False, "refused", None).text)
     assert out["facts"][0] == "The warranty lasts 12 months."
     assert out["meta"] == DOC["meta"] and out["name"] == DOC["name"]
     removed = _claim(found, 3, "Made in Paris by Acme Robotics.", "removed")
-    out = json.loads(guarded_json(TEXT, found, [removed], False, "refused", None))
+    out = json.loads(guarded_json(TEXT, found, [removed], False, "refused", None).text)
     assert out["meta"]["note"] == ""
 
 
 def test_flags_never_touch_the_json_and_blocks_replace_values() -> None:
     found = claim_text(DOC)
     flagged = _claim(found, 1, "covered for 6 months", "flagged")
-    assert guarded_json(TEXT, found, [flagged], False, "refused", None) == TEXT  # byte for byte
-    out = json.loads(guarded_json(TEXT, found, [flagged], True, "refused", None))
+    assert guarded_json(TEXT, found, [flagged], False, "refused", None).text == TEXT  # byte for byte
+    out = json.loads(guarded_json(TEXT, found, [flagged], True, "refused", None).text)
     assert out["facts"][1] == "refused" and out["facts"][0] == DOC["facts"][0]
 
 
@@ -91,12 +93,19 @@ def test_edits_only_where_the_schema_is_a_plain_string() -> None:
     assert plain_string_field(None, ("anything",))
     assert plain_string_field(schema, ("meta", "note"))
     assert not plain_string_field(schema, ("facts", 0))  # constrained: an edit might break it
-    assert not plain_string_field(schema, ("name",))  # not described
+    assert plain_string_field(schema, ("name",))  # not described: JSON Schema allows any value
+    closed = {**schema, "additionalProperties": False}
+    assert not plain_string_field(closed, ("name",))  # a key the schema forbids
+    assert not plain_string_field({"anyOf": [schema]}, ("meta", "note"))  # unread: never guess
     found = claim_text(DOC)
     fix = _claim(found, 0, "24 months", "corrected", "12 months")
-    assert guarded_json(TEXT, found, [fix], False, "refused", schema) == TEXT
+    edited = guarded_json(TEXT, found, [fix], False, "refused", schema)
+    assert edited.text == TEXT
+    assert edited.unmade == [
+        (fix, "not edited: the response schema constrains the string at /facts/0")
+    ]
     note = _claim(found, 3, "Paris", "corrected", "Lyon")
-    out = json.loads(guarded_json(TEXT, found, [fix, note], False, "refused", schema))
+    out = json.loads(guarded_json(TEXT, found, [fix, note], False, "refused", schema).text)
     assert out["meta"]["note"] == "Made in Lyon by Acme Robotics." and out["facts"] == DOC["facts"]
 
 
@@ -106,3 +115,39 @@ def test_response_schema() -> None:
     assert response_schema(fmt) == (True, {"type": "object"})
     assert response_schema({"type": "text"}) == (False, None)
     assert response_schema(None) == (False, None)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object"},
+        {},
+        {"type": "object", "properties": {"name": {"type": "string"}}},
+        {"type": "object", "additionalProperties": True},
+        {"type": "object", "properties": {"meta": {"type": "object"}}},
+    ],
+    ids=["object", "empty", "other-properties", "additional-true", "untyped-parent"],
+)
+def test_a_field_the_schema_does_not_type_is_corrected(schema: dict[str, Any]) -> None:
+    """Issue 41, item 1: JSON Schema lets a field it does not type hold any value."""
+    found = claim_text(DOC)
+    count = _claim(found, 2, "meta count: 3", "corrected", "meta count: 4")
+    edited = guarded_json(TEXT, found, [count], False, "refused", schema)
+    assert json.loads(edited.text)["meta"]["count"] == 4 and edited.unmade == []
+
+
+def test_a_correction_not_made_is_listed_with_its_reason() -> None:
+    found = claim_text(DOC)
+    schema = {"type": "object", "properties": {"meta": {"properties": {"count": {"minimum": 5}}}}}
+    count = _claim(found, 2, "meta count: 3", "corrected", "meta count: 4")
+    edited = guarded_json(TEXT, found, [count], False, "refused", schema)
+    assert edited.text == TEXT
+    assert edited.unmade == [
+        (count, "not corrected: 4 would break the response schema at /meta/count; flagged instead")
+    ]
+    gone = _claim(found, 2, "meta count: 3", "removed")
+    edited = guarded_json(TEXT, found, [gone], False, "refused", None)
+    assert edited.text == TEXT
+    assert edited.unmade == [
+        (gone, "not removed: /meta/count is a JSON value, kept as it was and flagged")
+    ]

@@ -66,6 +66,9 @@ def test_a_corrected_line_gives_back_the_same_json_type() -> None:
         ({"type": "string", "format": "date"}, "2024-03", False),
         ({"type": "string", "pattern": "^2"}, "2024-03", False),  # unread keyword: never guess
         ({"type": ["integer", "null"]}, 12, True),
+        ({}, 12, True),  # not typed: any value (issue 41, item 1)
+        ({"minimum": 20}, 12, False),
+        ({"minimum": 20}, 24, True),
     ],
 )
 def test_fits_reads_the_schema_and_never_guesses(schema: Any, value: Any, ok: bool) -> None:

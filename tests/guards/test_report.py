@@ -146,8 +146,10 @@ def test_headers_are_header_safe() -> None:
 def test_unverified_flag_and_empty_report() -> None:
     empty = GuardReport("", "", [], trust=1.0, action="none", unverified=True)
     body = report_body(empty, "p")
-    assert body["claims"] == [] and body["unverified"] is True and body["trust"] == 1.0
+    # nothing was checked: no trust either way (issue 41, item 4)
+    assert body["claims"] == [] and body["unverified"] is True and body["trust"] is None
     headers = report_headers(empty, "p", "s", "r")
+    assert headers["x-groundproxy-trust"] == "n/a"
     assert headers["x-groundproxy-claims"] == (
         "total=0; supported=0; contradicted=0; unverifiable=0"
     )

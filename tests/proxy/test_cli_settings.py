@@ -41,7 +41,9 @@ def _serve(argv: list[str]) -> int:
     on a folder where no policy loads)."""
     policies = Path(argv[argv.index("--policies") + 1])
     (policies / "demo.yaml").write_text(DEMO.read_text(encoding="utf-8"), encoding="utf-8")
-    return cli._run(cli.build_parser().parse_args(["serve", *argv]))
+    # serve never creates its data folder (issue 41, item 5): one that exists
+    data = [] if "--data" in argv else ["--data", str(policies)]
+    return cli._run(cli.build_parser().parse_args(["serve", *data, *argv]))
 
 
 def _logged(capsys: pytest.CaptureFixture[str]) -> str:

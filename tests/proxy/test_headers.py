@@ -37,6 +37,6 @@ def test_sentence_headers_are_only_what_is_known_up_front() -> None:
 
 def test_relay_headers_say_unverified() -> None:
     h = response_headers("relay", "acme@1\n", "st_1", "req-1")
-    assert h["x-groundproxy-action"] == "unverified" and h["x-groundproxy-trust"] == "0.00"
+    assert h["x-groundproxy-action"] == "unverified" and h["x-groundproxy-trust"] == "n/a"
     assert h["x-groundproxy-latency-ms"] == "0" and h["x-groundproxy-stream"] == "relay"
     assert h["x-groundproxy-policy"] == "acme@1"  # header-safe

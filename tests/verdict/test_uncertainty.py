@@ -51,11 +51,15 @@ def test_a_ranker_sets_the_served_uncertainty(verdict_guard: GuardService) -> No
     verified = verdict_guard.verify_sync(ANSWER, None, [], policy, cache=False)
     plain = decide(verified, policy)
     tau = verified.model_threshold or 0.6
-    # no ranker: the decision margin of the best raw P(supported) over the claim's passages
+    # no ranker: the decision margin of the best raw P(supported) over the claim's passages;
+    # 0 for a claim a value rule contradicted (the rule is sure; issue 41, item 4)
     margins = [
-        margin_risk(max(p.supported for p in s.probs), r.verdict == "supported", tau)
+        0.0
+        if r.verdict == "contradicted" and s.rule.mismatches and not r.by_wording
+        else margin_risk(max(p.supported for p in s.probs), r.verdict == "supported", tau)
         for s, r in zip(verified.claims, plain, strict=True)
     ]
+    assert 0.0 in margins  # the handbook answer's wrong value
     assert [r.uncertainty for r in plain] == pytest.approx(margins)
     assert any(r.uncertainty != pytest.approx(r.probs.uncertainty()) for r in plain)
     ranked = decide(replace(verified, ranker=_ranker(-4.0)), policy)
