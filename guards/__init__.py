@@ -62,6 +62,7 @@ from groundproxy.guards.judge import (
     response_format,
 )
 from groundproxy.guards.judge_merge import (
+    ADAPTER_GOOD,
     Judged,
     JudgeSummary,
     adapter_sure,
@@ -96,6 +97,7 @@ from groundproxy.guards.uncertainty import GROUPS as RISK_GROUPS
 from groundproxy.guards.uncertainty import RISK_FEATURES, ErrorRanker, features_from_claim_row
 
 __all__ = [
+    "ADAPTER_GOOD",
     "CLAIM_FIELDS",
     "FEATURES",
     "FEATURE_SETS",

@@ -36,24 +36,20 @@ covered by tests/guards/test_rules.py.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
-from dataclasses import dataclass
-from typing import Literal
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from groundproxy.guards.lexicon import CURRENCY_WORDS, MONTHS, NUMBER_WORDS, SCALES
+from groundproxy.guards.periods import period_quantities, with_period
+from groundproxy.guards.quantity import Quantity as Quantity
+from groundproxy.guards.quantity import QuantityKind as QuantityKind
 from groundproxy.guards.units import (
-    CALENDAR,
-    CROSS_CALENDAR_TOLERANCE,
     GLUED_UNITS,
     MEASURES,
     UNITS,
 )
-
-QuantityKind = Literal["number", "percent", "money", "year", "date"]
 
 _MONTH = (
     r"(?:January|February|March|April|May|June|July|August|September|October|November"
@@ -100,59 +96,6 @@ COUNTED_WORDS = 3  # words after a bare number read for the noun it counts
 _GLUED = re.compile("|".join(sorted(GLUED_UNITS, key=len, reverse=True)))
 _TIME_UNITS = {"am": "am", "a.m.": "am", "a.m": "am", "pm": "pm", "p.m.": "pm", "p.m": "pm"}
 _NOT_UNITS = ENGLISH_STOP_WORDS | {"per"}
-
-
-@dataclass(frozen=True)
-class Quantity:
-    value: float | str  # a float, or "YYYY[-MM[-DD]]" / "--MM-DD" for dates
-    kind: QuantityKind
-    unit: str  # normalized unit or noun: "month", "%", "$", "" when none
-    surface: str  # the value as written: "24", "$12", "March 3, 2021"
-    display: str  # value and unit as written: "24 months", "12-month", "$12"
-    span: tuple[int, int]  # of ``surface``
-    display_end: int = -1  # end of ``display`` (it starts at span[0]); -1: span[1]
-    whole: bool = False  # the M of a partitive "N of the M nouns": a count of another set
-    # a period: where its "every" / "each" starts ("every 3 months", "every year"); -1: none
-    period_start: int = -1
-
-    @property
-    def display_span(self) -> tuple[int, int]:
-        return self.span[0], self.span[1] if self.display_end < 0 else self.display_end
-
-    def base_value(self) -> float | None:
-        """The value in its dimension's base unit (seconds, meters …), when it has one."""
-        dim = UNITS.get(self.unit)
-        if dim is None or not isinstance(self.value, float) or self.kind != "number":
-            return None
-        return self.value * dim[1]
-
-    def same_value(self, other: Quantity) -> bool:
-        """Equal values (converted when both have a unit of measure); a year matches a
-        date in that year, a month a day in it."""
-        a, b = self.value, other.value
-        ba, bb = self.base_value(), other.base_value()
-        if ba is not None and bb is not None and self.unit_key() == other.unit_key():
-            tol = 1e-9
-            if (self.unit in CALENDAR) != (other.unit in CALENDAR):
-                tol = CROSS_CALENDAR_TOLERANCE
-            return abs(ba - bb) <= tol * max(abs(ba), abs(bb), 1e-12)
-        if isinstance(a, float) and isinstance(b, float):
-            return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
-        sa = str(int(a)) if isinstance(a, float) and a.is_integer() else str(a)
-        sb = str(int(b)) if isinstance(b, float) and b.is_integer() else str(b)
-        if sa.startswith("--") != sb.startswith("--"):  # "July 12" is any year's July 12
-            return sa[-6:] == sb[-6:] and len(min(sa, sb, key=len)) == 7 and "--" in sa + sb
-        return sa == sb or sb.startswith(sa + "-") or sa.startswith(sb + "-")
-
-    def unit_key(self) -> str:
-        if self.kind in ("year", "date"):
-            return "<date>"
-        if self.kind == "percent":
-            return "%"
-        dim = UNITS.get(self.unit)
-        if dim is not None and self.kind == "number":
-            return f"<{dim[0]}>"
-        return self.unit
 
 
 def _singular(word: str) -> str:
@@ -378,59 +321,10 @@ def extract_quantities(text: str) -> list[Quantity]:
         whole = _is_whole(text, m.start(), kind, unit)
         found.append(Quantity(value, kind, unit, surface, text[m.start() : end], span, end, whole))
         taken.append((m.start(), end))
-    found.extend(_periods(text, taken))
-    found = [_with_period(text, q) for q in found]
+    found.extend(period_quantities(text, taken))
+    found = [with_period(text, q) for q in found]
     found.sort(key=lambda q: q.span)
     return found
-
-
-# a period without a number: "every year" is 1 year, "annually" too (issue 40: "every year"
-# against "every 3 months" is a value for the rules); an adverb that can be an adjective
-# ("monthly fee", "the Daily Mail") counts only where a clause or a prepositional phrase
-# follows it, and only in lower case
-_EVERY_UNIT = re.compile(
-    r"\b(?:every|each)\s+(second|minute|hour|day|week|fortnight|month|year|decade)\b", re.I
-)
-PERIOD_ADVERBS: dict[str, tuple[float, str]] = {
-    "hourly": (1.0, "hour"), "daily": (1.0, "day"), "weekly": (1.0, "week"),
-    "fortnightly": (1.0, "fortnight"), "monthly": (1.0, "month"), "quarterly": (3.0, "month"),
-    "yearly": (1.0, "year"), "annually": (1.0, "year"),
-}  # fmt: skip
-_ADVERB = re.compile(
-    r"\b(" + "|".join(PERIOD_ADVERBS) + r")\b(?=\s*(?:[.,;:!?)]|$)|\s+(?:and|or|but|for|at|in|on|"
-    r"with|from|to|by|during|until|unless|if|when|before|after|thereafter)\b)"
-)
-_PERIOD_LEAD = re.compile(r"\b(?:every|each)\s+$", re.I)
-
-
-def _periods(text: str, taken: list[tuple[int, int]]) -> list[Quantity]:
-    out: list[Quantity] = []
-    for m in _EVERY_UNIT.finditer(text):
-        s, e = m.span(1)
-        if any(s < te and ts < e for ts, te in taken):
-            continue
-        unit = m.group(1).lower()
-        value = 10.0 if unit == "decade" else 1.0
-        unit = "year" if unit == "decade" else unit
-        word = m.group(1)
-        out.append(Quantity(value, "number", unit, word, word, (s, e), period_start=m.start()))
-        taken.append((s, e))
-    for m in _ADVERB.finditer(text):
-        s, e = m.span(1)
-        if any(s < te and ts < e for ts, te in taken):
-            continue
-        value, unit = PERIOD_ADVERBS[m.group(1)]
-        out.append(Quantity(value, "number", unit, m.group(1), m.group(1), (s, e)))
-        taken.append((s, e))
-    return out
-
-
-def _with_period(text: str, q: Quantity) -> Quantity:
-    """``q`` with ``period_start`` set where "every" / "each" stands right before it."""
-    if q.period_start >= 0 or q.kind != "number" or q.unit not in UNITS:
-        return q
-    lead = _PERIOD_LEAD.search(text, max(0, q.span[0] - 8), q.span[0])
-    return dataclasses.replace(q, period_start=lead.start()) if lead else q
 
 
 def _is_whole(text: str, start: int, kind: QuantityKind, unit: str) -> bool:

@@ -43,8 +43,9 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from groundproxy.guards.approx import bound_of
 from groundproxy.guards.entities import identifiers, mentions, named_entities, names_all
 from groundproxy.guards.framing import frame
+from groundproxy.guards.periods import PERIOD_ADVERBS
 from groundproxy.guards.polarity import Stance, denied, stance
-from groundproxy.guards.quantities import PERIOD_ADVERBS, Quantity, extract_quantities
+from groundproxy.guards.quantities import Quantity, extract_quantities
 from groundproxy.guards.scope import scoped
 from groundproxy.guards.slots import same_slot
 from groundproxy.guards.units import UNITS

@@ -13,7 +13,7 @@
   proxy through ``groundproxy.proxy.offline`` only, never ``bench``;
 - no function or method in the runtime takes more than 6 parameters (positional and
   keyword, ``self`` / ``cls`` not counted; ``*args`` / ``**kwargs`` not counted);
-- no module over 400 lines;
+- no module over 450 lines (a hint to find a seam, not a shape to fold code into);
 - every folder with an ``__init__.py`` is a package listed in pyproject's
   ``[tool.setuptools] packages`` (training code excepted: it stays out of the wheel).
 
@@ -35,7 +35,7 @@ PACKAGE = "groundproxy"
 ROOTS = ("errors", "proxy", "guards", "retrieval", "models", "policies", "testing", "integrations")
 OUTSIDE = ("bench", "tests")  # import roots of their own (``bench.x``, ``tests.x``)
 TRAINING = f"{PACKAGE}.models.train"
-MAX_LINES = 400
+MAX_LINES = 450  # a hint to find a seam (issue 39): past it split along one, never fold code
 MAX_PARAMS = 6
 NOT_IN_GUARDS = frozenset({"fastapi", "starlette", "httpx", "uvicorn"})
 # A package may import the packages of a LOWER layer only (and itself).

@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import Adapter
-from groundproxy.guards.judge_merge import ADAPTER_GOOD
+from groundproxy.guards import ADAPTER_GOOD, Adapter
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.proxy.cli.adapt_fit import MIN_ROWS, Candidates, Conformal, fit_combiner
 
