@@ -26,8 +26,10 @@ def test_an_answer_without_claims_is_not_hallucinated_everywhere(tmp_path: Path)
     path.write_text("".join(json.dumps(r) + "\n" for r in (GREETING, WRONG)), encoding="utf-8")
     policy = eval_policy("default", "context")
     with build_guard(Settings(data=tmp_path / "data", batch_window_ms=0)) as guard:
-        served = guard.guard_sync(GREETING["response"], "Hi", [("context", GREETING["context"])],
-                                  policy, index=None, cache=False)  # fmt: skip
+        answer, context = str(GREETING["response"]), str(GREETING["context"])
+        served = guard.guard_sync(
+            answer, "Hi", [("context", context)], policy, index=None, cache=False
+        )
         assert served.claims == [] and served.trust == 1.0 and served.action == "none"
         per_row: list[dict[str, object]] = []
         score_rows(read_rows(path), policy, guard, None, per_row=per_row)
