@@ -63,6 +63,9 @@ def test_token_states_are_kept_only_while_switched_on_and_short() -> None:
 
     fresh = load_embedder()  # as a server loads it: nothing has read token states yet
     assert isinstance(fresh, OnnxEmbedder)
+    # one shared instance per process: a guard test run before this one may have switched
+    # the keeping on (GuardService.alignment does); start from a server's first state
+    fresh.keep_token_states = False
     first, long_text = "A first sentence about fees.", "Chunk of a long document. " * 100
     fresh.encode([first])
     assert fresh.token_lru.get(first) is None  # no alignment in use: no states made

@@ -40,14 +40,18 @@ def test_default_threshold_is_the_verifiers_fitted_one(verdict_guard: GuardServi
         "The warranty lasts 12 months.", None, [], _policy("handbook"), cache=False
     )
     assert verified.model_threshold == fitted
-    # a claim whose P(supported) falls between the fitted threshold and 0.6 decides it
+    # a claim whose P(supported) falls between the fitted threshold and 0.6 decides it (the
+    # fast verifier's threshold: the ladder off, else the strong rung re-scores the claim)
     p_sup = verified.claims[0].probs[0].supported
-    by_model = guarded(verdict_guard, "handbook", "The warranty lasts 12 months.")
+    fast_only = {"ladder": {"strong": "none"}}
+    by_model = guarded(
+        verdict_guard, "handbook", "The warranty lasts 12 months.", verifier=fast_only
+    )
     by_number = guarded(
         verdict_guard,
         "handbook",
         "The warranty lasts 12 months.",
-        verifier={"threshold": p_sup + 1e-6},
+        verifier={"threshold": p_sup + 1e-6, **fast_only},
     )
     assert by_model.claims[0].verdict == "supported"
     assert by_number.claims[0].verdict != "supported"
