@@ -77,7 +77,7 @@ def test_a_correction_is_made_in_place_and_the_json_stays_valid() -> None:
 def test_flags_never_touch_the_json_and_blocks_replace_values() -> None:
     found = claim_text(DOC)
     flagged = _claim(found, 1, "covered for 6 months", "flagged")
-    assert guarded_json(TEXT, found, [flagged], False, "refused", None).text == TEXT  # byte for byte
+    assert guarded_json(TEXT, found, [flagged], False, "refused", None).text == TEXT  # same bytes
     out = json.loads(guarded_json(TEXT, found, [flagged], True, "refused", None).text)
     assert out["facts"][1] == "refused" and out["facts"][0] == DOC["facts"][0]
 
