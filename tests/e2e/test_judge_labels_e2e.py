@@ -44,19 +44,23 @@ from tests.e2e.adapter_serving import fit_adapter, run_fit, serving
 pytestmark = pytest.mark.slow
 
 ROOMS = ["Alder", "Birch", "Cedar", "Dogwood", "Elm", "Fir", "Ginkgo", "Hazel"]
-CONTEXT = "The team meeting is on Tuesday at 10:00 in room {r}. Coffee is served there."
+CONTEXT = "The team meeting is on Tuesday at 10:00 in room {r}. The coffee there is usually good."
 FINE = "The meeting is on Tuesday at 10:00 in room {r}. The coffee there is usually good."
 WRONG = "The meeting is on Friday at 15:00 in room {r}."
 QUESTION = "When is the meeting?"
 TIME_QUOTE = "The team meeting is on Tuesday at 10:00"
 JUDGE_RULES = [
     # an injected judge, inverted for answers about rooms Zf… (right) and Zw… (wrong):
-    # right answers contradicted, wrong values supported (the first match wins)
+    # right answers contradicted, wrong values supported (the first match wins; every prompt
+    # holds the context, so the wrong answer's rule comes before the right one's)
     {"match": "room Zf", "answer": verdicts(("c1", "contradicted", TIME_QUOTE))},
     {"match": "room Zw", "answer": verdicts(("c1", "supported", TIME_QUOTE))},
-    {"match": "usually good", "answer": verdicts(
-        ("c1", "supported", TIME_QUOTE), ("c2", "supported", "Coffee is served there."))},
     {"match": "Friday at 15:00", "answer": verdicts(("c1", "contradicted", TIME_QUOTE))},
+    # a right answer: each quote states its claim whole (its values and its room's name)
+    *({"match": f"room {r}. The coffee", "answer": verdicts(
+        ("c1", "supported", CONTEXT.format(r=r).split(" The coffee")[0]),
+        ("c2", "supported", "The coffee there is usually good."))}
+      for r in [*ROOMS, "Larch", "S1"]),
 ]  # fmt: skip
 # client keys per tenant: KEYS[tenant] and these (a judge label records which one caused it)
 MORE_KEYS = {t: [f"sk-{t}-client-{i}" for i in range(1, 4)] for t in ("acme", "globex", "hooli")}
