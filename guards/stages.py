@@ -194,9 +194,13 @@ def claim_pairs(
 def climb(verified: Verified, policy: Policy, rungs: Rungs) -> Verified:
     """The ladder's stage (:mod:`guards.ladder`): the claims the fast rung is unsure of,
     within ``verifier.ladder``'s share and budget, scored again by ``rungs.strong``, whose
-    probabilities then stand for them; the unsure claims it did not score are marked."""
+    probabilities then stand for them; the unsure claims it did not score are marked. A
+    policy that decides by its calibrated threshold (``verifier.threshold: calibrated``)
+    keeps that decision: the calibration's guarantee is the fast verifier's, so nothing
+    climbs."""
     ladder, strong = policy.verifier.ladder, rungs.strong
-    if strong is None or ladder.strong == NO_LADDER or not verified.claims:
+    calibrated = policy.verifier.threshold == "calibrated"
+    if strong is None or ladder.strong == NO_LADDER or not verified.claims or calibrated:
         return verified
     started = rungs.clock()
     began = time.perf_counter()

@@ -59,8 +59,9 @@ PLAN: list[tuple[str, str]] = [
     ("python: from langchain_openai import ChatOpenAI", RUN),
     ("python: from llama_index.llms.openai import OpenAI", "needs llama-index-llms-openai, not "
      "a dependency of this project (it is the openai SDK underneath, run above)"),
-    ("python: from openai import OpenAI\n\nclient = OpenAI()       ", "a fragment: part_a and "
-     "part_b are the reader's (tests/e2e/test_traces_e2e.py runs the same steps)"),
+    ("python: from openai import OpenAI\n\nclient = OpenAI()  # the proxy",
+     "a fragment: part_a and part_b are the reader's (tests/e2e/test_traces_e2e.py runs the "
+     "same steps)"),
 ]  # fmt: skip
 
 # a SERVE command is ready when this path answers 200 on its --port

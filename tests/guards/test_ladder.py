@@ -221,3 +221,14 @@ def test_pairs_the_strong_rung_scores_are_the_claims_own() -> None:
     run(f"{SURE} {UNSURE_A}", policy(max_share=1.0), Rungs(fast_verifier(), strong))
     assert [p.claim for p in seen] == [UNSURE_A] and seen[0].question == QUESTION
     assert "weekdays" in seen[0].evidence
+
+
+def test_a_calibrated_decision_is_kept_nothing_climbs() -> None:
+    # verifier.threshold: calibrated — the tenant decides by its conformal threshold, whose
+    # guarantee is the fast verifier's: the strong rung never overrides it
+    strong = ScriptedVerifier(SUPPORTED, name="strong")
+    ladder = {"strong": "strong", "max_share": 1.0}
+    pol = local_policy("acme", verifier={"threshold": "calibrated", "ladder": ladder})
+    v = run(f"{SURE} {UNSURE_A}", pol, Rungs(fast_verifier(), strong))
+    assert strong.batches == []
+    assert {r.rung for r in decide_claims(v, pol)} == {"fast"}
