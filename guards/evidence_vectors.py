@@ -56,6 +56,7 @@ class Counts:
     embedded: int = 0
     embedded_chars: int = 0
     stopped: bool = False  # ``until`` or ``max_chars`` left sentences without vectors
+    out_of_time: bool = False  # ``until`` (not ``max_chars``) did
 
 
 class _Pace:
@@ -122,11 +123,13 @@ class RequestVectors:
             room = float(SLICE_CHARS)
             if max_chars is not None:
                 room = min(room, max_chars - self.counts.embedded_chars)
+            in_time = room
             if until is not None:
                 room = min(room, (until - time.monotonic()) / PACE.s_per_char)
             piece = _slice(todo, at, room)
             if not piece:  # the cap or the budget's reserve: the rest stays without vectors
                 self.counts.stopped = True
+                self.counts.out_of_time = bool(_slice(todo, at, in_time))
                 return
             chars = sum(len(t) for t in piece)
             began = time.perf_counter()

@@ -20,7 +20,10 @@ A RAG request carries its retrieved passages in a system or user message: 2,000 
 The verifier then reads those very sentence vectors (each window's ``sentences``): the
 context costs one embedding of the sentences that can decide a claim. When the cap or the
 budget left candidates without vectors, :class:`ContextStats` says so (``capped``): the
-answer is verified on the top-N passages instead of coming back unverified.
+answer is verified on the top-N passages instead of coming back unverified. When the budget's
+reserve came before a single candidate had its vectors, there are no top-N passages: that is
+the budget spent (:class:`GuardTimeoutError`, the answer comes back unverified), never "no
+evidence found" for a context that held candidates.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from groundproxy.errors import GuardTimeoutError
 from groundproxy.guards.bm25 import Bm25Index
 from groundproxy.guards.context import context_evidence
 from groundproxy.guards.evidence_split import evidence_sentences
@@ -131,6 +135,8 @@ def request_evidence(
     stats.found += vectors.counts.found - before.found
     stats.embedded += vectors.counts.embedded - before.embedded
     stats.capped = stats.capped or len(ready) < len(order)
+    if order and not ready and vectors.counts.out_of_time:
+        raise GuardTimeoutError("guard spent its budget before reading the request context")
     out: list[list[Evidence]] = []
     for qi, per in enumerate(ranked):
         scored = []

@@ -215,7 +215,7 @@ def climb(verified: Verified, policy: Policy, rungs: Rungs) -> Verified:
     ]  # fmt: skip
     end = budget_end(rungs, ladder.budget_ms, started)
     scored, skipped = rescore(todo, strong, rungs, end) if todo else ({}, {})
-    rung = StrongRung.of(strong)
+    rung = StrongRung.of(strong) if scored else None  # reads (loads) it only when used
     out = list(claims)
     for i, probs in scored.items():
         s = claims[i]

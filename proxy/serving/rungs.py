@@ -4,15 +4,18 @@
 ``verifier.model``) and, unless ``verifier.ladder.strong`` is ``none``, the strong one — both
 micro-batched when batching is on and behind the tenant's verdict cache — with the guard's
 deadline and the strong verifier's cost meter (one per verifier per process, so a claim the
-strong rung would not finish in the budget is not started). A strong verifier that cannot be
-loaded costs only the ladder: its claims keep the fast verdict, marked ``error``.
+strong rung would not finish in the budget is not started). The strong verifier is loaded when
+a claim first climbs (:class:`LoadOnUse`), never while an answer's rungs are set up: a guard
+that was not warmed (``serve`` warms the policies' ladders at start) would otherwise pay the
+model's load before the request context is read, out of the same budget. A strong verifier
+that cannot be loaded costs only the ladder: its claims keep the fast verdict, marked ``error``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import structlog
@@ -51,6 +54,48 @@ class Unavailable:
         raise ModelLoadError(self.message)
 
 
+class LoadOnUse:
+    """The strong verifier ``name``, loaded by ``load`` at its first use (a score, or its
+    threshold, contradiction bar or error ranker read to decide a claim it scored): an
+    answer whose claims all stay on the fast rung never loads it. One that cannot be loaded
+    scores by raising (:class:`Unavailable`), logged once."""
+
+    def __init__(self, name: str, load: Callable[[], Verifier]) -> None:
+        self._name = name
+        self._load = load
+        self._verifier: Verifier | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def contradiction_min(self) -> float:
+        return self.loaded().contradiction_min
+
+    @property
+    def threshold(self) -> object:
+        return getattr(self.loaded(), "threshold", None)
+
+    @property
+    def error_ranker(self) -> object:
+        return getattr(self.loaded(), "error_ranker", None)
+
+    def score(self, pairs: Sequence[Pair]) -> list[Probs]:
+        return self.loaded().score(pairs)
+
+    def loaded(self) -> Verifier:
+        with self._lock:
+            if self._verifier is None:
+                try:
+                    self._verifier = self._load()
+                except GroundproxyError as exc:
+                    log.warning("ladder_strong_unavailable", verifier=self._name, error=exc.message)
+                    self._verifier = Unavailable(self._name, exc.message)
+            return self._verifier
+
+
 class Meters:
     """One :class:`CostMeter` per strong verifier name, for the life of a guard."""
 
@@ -77,12 +122,8 @@ def rungs_for(
     name = strong_name(policy)
     if name is None or name == fast.name:  # the fast rung is the strong one: nothing to climb
         return Rungs(fast)
-    try:
-        strong = guard.verifier(name)
-    except GroundproxyError as exc:
-        log.warning("ladder_strong_unavailable", verifier=name, error=exc.message)
-        strong = Unavailable(name, exc.message)
-    if cache and not isinstance(strong, Unavailable):
+    strong: Verifier = LoadOnUse(name, lambda: guard.verifier(name))
+    if cache:  # a verifier that cannot be loaded caches nothing: its score raises
         strong = CachingVerifier(strong, guard.parts.verdict_cache, policy.tenant)
     meter = guard.meters.get(name)
     return Rungs(fast, strong, deadline, meter, time.monotonic)

@@ -153,8 +153,13 @@ def test_past_the_budgets_reserve_no_vector_is_made_and_halt_stops_between_slice
     late = RequestContext([("system", _context())], until=time.monotonic() - 1.0)
     claims = decompose("The Berlin office of Acme opened in 1952.")
     q = embedder.inner.encode([c.text for c in claims])
-    assert request_evidence(claims, q, late, RequestVectors(embedder), 3, -1.0) == [[]]
+    # no candidate got its vectors: the budget is spent — never "no evidence found" (a flag)
+    # for a context that held candidates
+    with pytest.raises(GuardTimeoutError, match="budget"):
+        request_evidence(claims, q, late, RequestVectors(embedder), 3, -1.0)
     assert late.stats.capped and not embedder.texts
+    capped = RequestContext([("system", _context())], max_chars=0)  # the cap is the policy's
+    assert request_evidence(claims, q, capped, RequestVectors(embedder), 3, -1.0) == [[]]
     calls = {"n": 0}
 
     def halt() -> bool:
