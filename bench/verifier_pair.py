@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pickle
 import random
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bench.accuracy import lexical_scores
 from groundproxy.guards.decide import contradiction_bar, model_threshold
+from groundproxy.guards.ladder import select
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn
 from groundproxy.guards.stages import Verified, decide, verify
@@ -138,6 +138,14 @@ def _zero(results: list[Any]) -> int:
     return int(any(r.verdict != "supported" for r in results))
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One claim's cached verdict and uncertainty under a verifier."""
+
+    verdict: str
+    uncertainty: float
+
+
 def ladder(row: dict[str, Any], share: float, margin: float) -> tuple[int, int, float]:
     """The ladder on one answer, from its per-claim verdicts under A and B: the claims A is
     unsure of (uncertainty ≥ ``margin``, most unsure first, at most ``share`` of the
@@ -149,9 +157,10 @@ def ladder(row: dict[str, Any], share: float, margin: float) -> tuple[int, int, 
     a, b = row["per_claim"]
     if not a:
         return 0, 0, 0.0
-    cap = math.ceil(share * len(a) - 1e-9) if share > 0 else 0
-    unsure = sorted((i for i, (_, u) in enumerate(a) if u >= margin), key=lambda i: -a[i][1])
-    picked = set(unsure[:cap])
+    # the served selection (guards.ladder.select); every cached claim counts as eligible: a
+    # value rule's mismatch has uncertainty 0 and never reaches a margin above it
+    unsure = [Verdict(v, u) for v, u in a]
+    picked = set(select(unsure, [True] * len(a), margin, share)[0])
     final = [b[i] if i in picked else a[i] for i in range(len(a))]
     rejecting = [u for v, u in final if v != "supported"]
     risk = min(rejecting) if rejecting else max(u for _, u in final)

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from groundproxy.guards.decide import contradiction_bar, model_threshold
 from groundproxy.guards.types import ClaimResult, Pair, Probs, Verifier
@@ -115,8 +115,16 @@ def share_cap(n_claims: int, max_share: float) -> int:
     return min(n_claims, math.ceil(max_share * n_claims - 1e-9))
 
 
+class Unsure(Protocol):
+    """What :func:`select` reads of a claim's result (a :class:`ClaimResult`, or a bench's
+    cached verdict)."""
+
+    @property
+    def uncertainty(self) -> float: ...
+
+
 def select(
-    results: Sequence[ClaimResult],
+    results: Sequence[Unsure],
     eligible: Sequence[bool],
     min_uncertainty: float,
     max_share: float,
