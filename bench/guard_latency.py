@@ -11,10 +11,12 @@ three alike. Prints p50/p90 latency and the guard's added time, per pass.
 
 ``--verifiers a,b`` runs one guarded tenant per verifier (``verifier: {model: a}``, …) on the
 same answers, interleaved with the others, so verifiers compare side by side under the same
-machine load; each also gets its guard time per claim (header ÷ claims).
+machine load; each also gets its guard time per claim (header ÷ claims). ``a:s`` names the
+ladder's strong rung too (``verifier: {model: a, ladder: {strong: s}}``): ``embedhead:none``
+is the fast rung alone, ``embedhead`` the default ladder.
 
     .venv/bin/python -m bench.guard_latency [--n 100] [--docs 300] [--index DIR]
-        [--verifiers embedhead,crossencoder]
+        [--verifiers embedhead:none,embedhead,crossencoder:none]
 
 ``--index`` copies a tenant index folder built from the same documents (e.g. bench.guard_stages
 ``--data D`` → ``D/bench``) instead of ingesting them again.
@@ -109,7 +111,7 @@ def main() -> None:
             "latency_budget_ms": 10000,
         }
         if guarded.get(tenant):
-            policy["verifier"] = {"model": guarded[tenant]}
+            policy["verifier"] = _verifier(guarded[tenant])
         (work / "policies" / f"{tenant}.yaml").write_text(yaml.safe_dump(policy), "utf-8")
     upstream = start_fake_upstream(up_port, script)
     proxy = start_proxy(gp_port, work / "policies", work / "data", timeout_s=600)
@@ -131,7 +133,13 @@ Targets = dict[str, tuple[str, dict[str, str]]]
 
 
 def _tenant(verifier: str | None) -> str:
-    return "guarded" if verifier is None else f"guarded-{verifier}"
+    return "guarded" if verifier is None else f"guarded-{verifier.replace(':', '-')}"
+
+
+def _verifier(spec: str) -> dict[str, Any]:
+    """``model`` or ``model:strong`` → the policy's ``verifier`` block."""
+    model, _, strong = spec.partition(":")
+    return {"model": model, "ladder": {"strong": strong}} if strong else {"model": model}
 
 
 def _targets(up_port: int, gp_port: int, guarded: list[str]) -> Targets:
