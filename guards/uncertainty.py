@@ -28,6 +28,11 @@ the margin to the threshold in force, the rules' outcome, the evidence found and
 retrieval score, the claim's length and the number of claims in the answer. Nothing is
 computed twice and no model runs.
 
+The same numbers are what the adapter signals record per claim
+(:data:`guards.adapter_signals.CLAIM_FIELDS`), so the fit and ``bench/uncertainty.py``
+read them from the cached signals (:func:`features_from_claim_row`) — a test checks the
+two agree.
+
 A verifier that ships a :class:`Calibration` instead (``calibration.json`` beside its model,
 fitted on held-out train rows by ``models/train/calibration.py``) gets a calibrated P(the
 verdict is wrong): P_cal(not supported) for a claim judged ``supported``, P_cal(supported)
@@ -37,12 +42,8 @@ margin (:func:`margin_only`: its cut was chosen on that scale). Measured on held
 rows (``python -m bench.calibration``, leave one train file out) the calibrated P(wrong)
 ranks the errors worse than the margin (mean answer-level AUROC 0.625 vs 0.650 for the
 ladder, 0.616 vs 0.627 embedhead, 0.664 vs 0.689 crossencoder), so no verifier ships one:
-it is opt-in, by running the fit.
-
-The same numbers are what the adapter signals record per claim
-(:data:`guards.adapter_signals.CLAIM_FIELDS`), so the fit and ``bench/uncertainty.py``
-read them from the cached signals (:func:`features_from_claim_row`) — a test checks the
-two agree.
+it is opt-in, by running the fit — and then ``judge.min_uncertainty`` reads P(wrong) (at most
+1/2 under the ``threshold`` method: the default cut 0.8 escalates no claim).
 """
 
 from __future__ import annotations

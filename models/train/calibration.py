@@ -1,22 +1,32 @@
-"""Fit a verifier's calibration (Platt scaling of its raw P(supported), issue 42 item 3) on
-held-out TRAIN rows; write ``models/<verifier>/calibration.json``.
+"""Fit a verifier's calibration of its raw P(supported) (issue 42 item 3) on held-out TRAIN
+rows; write ``models/<verifier>/calibration.json`` (the served uncertainty then becomes the
+calibrated P(the verdict is wrong): :class:`groundproxy.guards.uncertainty.Calibration`).
 
     .venv/bin/python -m models.train.calibration --verifier crossencoder [--rows 50]
+        [--method threshold|platt] [--balanced] [--data ../shared/data] [--out FILE]
+
+No verifier ships one: on held-out train rows the calibrated P(wrong) ranks the verifiers'
+errors worse than the decision margin (``python -m bench.calibration``; figures in
+``bench/results/calibration-train.txt``). Writing the file is the opt-in — and the judge's
+``min_uncertainty`` then reads that scale (under ``threshold`` P(wrong) is at most 1/2).
 
 Rows: of each train file, the rows whose context neither shipped verifier trained on (the
 prepare step's held-out split, :func:`groundproxy.models.train.prepare.in_validation`; in the
 files that share claims, the rows whose claim was not trained on with other evidence either),
-in a seeded order, at most ``--rows`` a file. Each row's answer goes through stage 1 by the
-serve path (the row's context as request evidence, the verifier alone, no ladder); what each
-claim needs is cached per file (``~/.cache/groundproxy-bench/calibration/``, keyed by the
-file's content and the verifier), so a rerun only fits.
+in a seeded order, at most ``--rows`` a file (the rows ``bench.calibration`` reads). Each
+row's answer goes through stage 1 by the serve path (the row's context as request evidence,
+the verifier alone, no ladder); what each claim needs is cached per file
+(``~/.cache/groundproxy-bench/calibration/``, keyed by the file's content and the verifier),
+so a rerun only fits.
 
 A claim's label is known where its answer is labelled supported (every claim of it is) or is
 one claim. The claims fitted on are the verifier's to decide: they have evidence and no value
-rule contradicted them. ``x = logit(raw P(supported))``, ``y`` = the claim is supported; a
-logistic fit of ``y`` on ``x`` (each train file weighing the same) gives ``a`` and ``b``
-(:class:`groundproxy.guards.uncertainty.Calibration`). The file records, leave one train
-file out, the expected calibration error (10 bins) of the raw and calibrated P(supported).
+rule contradicted them. ``y`` = the claim is supported, ``x = logit(raw P(supported))``; a
+logistic fit of ``y`` on ``x`` (each train file weighing the same; with ``--balanced`` each
+class too, within a file) gives ``a`` and ``b`` (``platt``), or on ``x − logit(τ)`` with no
+intercept gives ``a`` (``threshold``, the default: temperature about the verifier's
+threshold τ — the recipe that ranked best on train). The file records, leave one train file
+out, the expected calibration error (10 bins) of the raw and calibrated P(supported).
 """
 
 from __future__ import annotations
@@ -35,8 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.stages import Verified
-from groundproxy.guards.uncertainty import CAL_EPS, CAL_METHODS, Calibration
+from groundproxy.guards import CAL_EPS, CAL_METHODS, Calibration, Verified
 from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, content_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -255,11 +264,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--cache", type=Path, default=CACHE / "calibration")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    from groundproxy.guards.decide import DEFAULT_THRESHOLD, model_threshold
+    from groundproxy.guards import model_threshold, resolve_threshold
     from groundproxy.models.registry import VerifierRegistry
+    from groundproxy.proxy.offline import eval_policy
 
-    tau = model_threshold(VerifierRegistry().get(args.verifier))
-    recipe = Recipe(args.method, args.balanced, DEFAULT_THRESHOLD if tau is None else tau)
+    fitted = model_threshold(VerifierRegistry().get(args.verifier))
+    tau = resolve_threshold(eval_policy(args.verifier, "context"), None, fitted)  # in force
+    recipe = Recipe(args.method, args.balanced, tau)
     rows = extract(args.data, args.verifier, args.rows, args.cache)
     content = fit(rows, args.verifier, args.rows, recipe)
     out = args.out or ROOT / "models" / args.verifier / "calibration.json"
