@@ -93,11 +93,20 @@ from groundproxy.guards.stages import Verified, verify
 from groundproxy.guards.stages import decide as decide_claims
 from groundproxy.guards.streamed import StreamedAnswer
 from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, walk_back
+from groundproxy.guards.uncertainty import (
+    CAL_EPS,
+    CAL_METHODS,
+    RISK_FEATURES,
+    Calibration,
+    ErrorRanker,
+    features_from_claim_row,
+)
 from groundproxy.guards.uncertainty import GROUPS as RISK_GROUPS
-from groundproxy.guards.uncertainty import RISK_FEATURES, ErrorRanker, features_from_claim_row
 
 __all__ = [
     "ADAPTER_GOOD",
+    "CAL_EPS",
+    "CAL_METHODS",
     "CLAIM_FIELDS",
     "FEATURES",
     "FEATURE_SETS",
@@ -112,6 +121,7 @@ __all__ = [
     "Backends",
     "BadJudgement",
     "CachingVerifier",
+    "Calibration",
     "CostMeter",
     "ErrorRanker",
     "Escalated",

@@ -5,7 +5,7 @@ Stage 1 (:func:`guards.stages.verify`) scores every claim with the fast rung (th
 rung is unsure of climb one rung, inside the same stage (:func:`guards.stages.climb`):
 
 1. the fast verdicts are decided (:func:`guards.stages.decide`); a claim is *unsure* when its
-   ``ClaimResult.uncertainty`` (the decision margin, :mod:`guards.uncertainty`) is at least
+   decision margin (:mod:`guards.uncertainty`; a calibration of its errors aside) is at least
    ``ladder.min_uncertainty`` and the strong rung could change it (it has evidence and no
    value rule decided it) — :func:`select`;
 2. at most ``ladder.max_share`` of the answer's claims (rounded up), most uncertain first,
@@ -36,7 +36,7 @@ from typing import Literal, Protocol
 
 from groundproxy.guards.decide import contradiction_bar, model_threshold
 from groundproxy.guards.types import ClaimResult, Pair, Probs, Verifier
-from groundproxy.guards.uncertainty import ErrorRanker, error_ranker
+from groundproxy.guards.uncertainty import ErrorModel, error_ranker
 
 LadderSkip = Literal["budget", "share", "error"]
 RESERVE_S = 0.05  # of the guard's own deadline, left for the decision and the answer's text
@@ -47,12 +47,12 @@ NO_LADDER = "none"  # verifier.ladder.strong: the ladder is off
 class StrongRung:
     """What deciding a claim the strong rung scored needs: the strong verifier's name, its
     fitted P(supported) threshold (used under ``threshold: model``), contradiction bar and
-    ranker of its own errors."""
+    ranker or calibration of its own errors."""
 
     name: str
     threshold: float | None
     contradiction_min: float
-    ranker: ErrorRanker | None = None
+    ranker: ErrorModel | None = None
 
     @classmethod
     def of(cls, verifier: Verifier) -> StrongRung:

@@ -52,7 +52,13 @@ from groundproxy.guards.types import (
     Probs,
     Verifier,
 )
-from groundproxy.guards.uncertainty import ErrorRanker, claim_risk, error_ranker, rank_errors
+from groundproxy.guards.uncertainty import (
+    ErrorModel,
+    claim_risk,
+    error_ranker,
+    margin_only,
+    rank_errors,
+)
 from groundproxy.policies.schema import Policy
 
 EvidenceFn = Callable[[Sequence[Claim]], list[list[Evidence]]]
@@ -94,8 +100,9 @@ class Verified:
     # wall ms per stage: split (claims), evidence, rules, verifier; the evidence function's
     # own parts (pipeline.with_context: embed, windows, preselect, search) added by its caller
     stage_ms: dict[str, float] = field(default_factory=dict)
-    # the verifier's ranker of its own errors (ClaimResult.uncertainty; guards.uncertainty)
-    ranker: ErrorRanker | None = field(default=None, compare=False, repr=False)
+    # the verifier's ranker or calibration of its own errors (ClaimResult.uncertainty;
+    # guards.uncertainty)
+    ranker: ErrorModel | None = field(default=None, compare=False, repr=False)
 
 
 def verify(
@@ -206,8 +213,10 @@ def climb(verified: Verified, policy: Policy, rungs: Rungs) -> Verified:
     began = time.perf_counter()
     claims = verified.claims
     eligible = [bool(s.evidence) and not s.rule.mismatches for s in claims]
-    picked, over = select(decide(verified, policy), eligible, ladder.min_uncertainty,
-                          ladder.max_share)  # fmt: skip
+    # unsure by the fast rung's decision margin (the scale ladder.min_uncertainty was chosen
+    # on), a calibration of its errors aside (guards.uncertainty.margin_only)
+    margins = decide(dataclasses.replace(verified, ranker=margin_only(verified.ranker)), policy)
+    picked, over = select(margins, eligible, ladder.min_uncertainty, ladder.max_share)
     todo = [
         (i, [p for _, p in claim_pairs(claims[i].claim, claims[i].evidence, claims[i].rule,
                                        verified.question)])

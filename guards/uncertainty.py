@@ -32,6 +32,18 @@ The same numbers are what the adapter signals record per claim
 (:data:`guards.adapter_signals.CLAIM_FIELDS`), so the fit and ``bench/uncertainty.py``
 read them from the cached signals (:func:`features_from_claim_row`) — a test checks the
 two agree.
+
+A verifier that ships a :class:`Calibration` instead (``calibration.json`` beside its model,
+fitted on held-out train rows by ``models/train/calibration.py``) gets a calibrated P(the
+verdict is wrong): P_cal(not supported) for a claim judged ``supported``, P_cal(supported)
+for any other — the same scale for every verifier, so the ladder's fast-rung and strong-rung
+claims compare. The ladder still picks the claims to climb by the fast rung's decision
+margin (:func:`margin_only`: its cut was chosen on that scale). Measured on held-out train
+rows (``python -m bench.calibration``, leave one train file out) the calibrated P(wrong)
+ranks the errors worse than the margin (mean answer-level AUROC 0.625 vs 0.650 for the
+ladder, 0.616 vs 0.627 embedhead, 0.664 vs 0.689 crossencoder), so no verifier ships one:
+it is opt-in, by running the fit — and then ``judge.min_uncertainty`` reads P(wrong) (at most
+1/2 under the ``threshold`` method: the default cut 0.8 escalates no claim).
 """
 
 from __future__ import annotations
@@ -196,10 +208,72 @@ class ErrorRanker:
         return cls(tuple(names), models)
 
 
-def error_ranker(verifier: object) -> ErrorRanker | None:
-    """The verifier's ranker (its ``error_ranker``, forwarded by wrappers), if it has one."""
+@dataclass(frozen=True)
+class Calibration:
+    """A verifier's calibrated P(supported) from its best raw P(supported) ``p`` over a
+    claim's passages (``p`` clipped to [CAL_EPS, 1 − CAL_EPS]; ``a`` > 0 keeps the claims'
+    order):
+
+    - ``platt``: ``σ(a · logit(p) + b)`` (Platt scaling);
+    - ``threshold``: ``σ(a · (logit(p) − logit(τ)))`` — temperature scaling (``T = 1/a``)
+      about the threshold in force ``τ``: 1/2 at the threshold, so a verdict's P(wrong) is
+      at most 1/2 and falls off with the verifier's own fitted temperature."""
+
+    a: float
+    b: float = 0.0
+    method: str = "platt"
+
+    def p_supported(self, raw_supported: float, tau: float) -> float:
+        if self.method == "platt":
+            return _sigmoid(self.a * _logit(raw_supported) + self.b)
+        return _sigmoid(self.a * (_logit(raw_supported) - _logit(tau)))
+
+    def p_wrong(self, raw_supported: float, supported: bool, tau: float) -> float:
+        """P(the verdict is wrong): P_cal(not supported) for a claim judged ``supported``,
+        P_cal(supported) for any other verdict (``tau``: the threshold in force)."""
+        p = self.p_supported(raw_supported, tau)
+        return 1.0 - p if supported else p
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        """Validated (ModelLoadError names what is wrong)."""
+        method = data.get("method", "platt")
+        if method not in CAL_METHODS:
+            raise ModelLoadError(f"calibration: 'method' must be one of {CAL_METHODS}")
+        try:
+            a, b = float(data["a"]), float(data.get("b", 0.0))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelLoadError(f"calibration: 'a' and 'b' must be numbers: {exc}") from exc
+        if not (math.isfinite(a) and math.isfinite(b)) or a <= 0.0:
+            raise ModelLoadError("calibration: 'a' must be a finite number > 0, 'b' finite")
+        return cls(a, b, method)
+
+
+CAL_METHODS = ("platt", "threshold")
+CAL_EPS = 1e-6
+ErrorModel = ErrorRanker | Calibration  # what a verifier ships to rank its own errors
+
+
+def _logit(p: float) -> float:
+    q = min(max(p, CAL_EPS), 1.0 - CAL_EPS)
+    return math.log(q / (1.0 - q))
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+def error_ranker(verifier: object) -> ErrorModel | None:
+    """The verifier's model of its own errors (its ``error_ranker``, forwarded by wrappers:
+    a ranker or a calibration), if it has one."""
     ranker = getattr(verifier, "error_ranker", None)
-    return ranker if isinstance(ranker, ErrorRanker) else None
+    return ranker if isinstance(ranker, ErrorRanker | Calibration) else None
+
+
+def margin_only(ranker: ErrorModel | None) -> ErrorModel | None:
+    """``ranker`` without a calibration (None for a :class:`Calibration`): what the ladder
+    selects by — the fast rung's decision margin, on the scale its cut was chosen on."""
+    return None if isinstance(ranker, Calibration) else ranker
 
 
 def margin_risk(raw_supported: float, supported: bool, tau: float) -> float:
@@ -233,23 +307,26 @@ def rank_errors(
     claims: Sequence[ScoredClaim],
     results: Sequence[ClaimResult],
     tau: float,
-    ranker: ErrorRanker | None,
+    ranker: ErrorModel | None,
 ) -> None:
     """Set each result's ``uncertainty`` (module docstring): 0 for a claim a value rule
     contradicted (the rule is sure; a passage's wording alone is not), else the ranker's
-    P(wrong), else the claim's decision margin (:func:`margin_risk`)."""
+    P(wrong), else the calibrated P(wrong), else the claim's decision margin
+    (:func:`margin_risk`)."""
     for s, r in zip(claims, results, strict=True):
         r.uncertainty = claim_risk(s, r, tau, ranker, len(results))
 
 
 def claim_risk(
-    s: ScoredClaim, r: ClaimResult, tau: float, ranker: ErrorRanker | None, n_claims: int
+    s: ScoredClaim, r: ClaimResult, tau: float, ranker: ErrorModel | None, n_claims: int
 ) -> float:
     """One claim's ``uncertainty`` (:func:`rank_errors`) in an answer of ``n_claims``."""
     supported = r.verdict == "supported"
     if r.verdict == "contradicted" and s.rule.mismatches and not r.by_wording:
         return 0.0  # a value rule's mismatch is sure (not the verifier's call)
-    if ranker is None:
-        raw = max((x.supported for x in s.probs), default=0.0)
-        return margin_risk(raw, supported, tau)
-    return ranker.p_wrong(risk_features(s, r, tau, n_claims), supported)
+    if isinstance(ranker, ErrorRanker):
+        return ranker.p_wrong(risk_features(s, r, tau, n_claims), supported)
+    raw = max((x.supported for x in s.probs), default=0.0)
+    if isinstance(ranker, Calibration):
+        return ranker.p_wrong(raw, supported, tau)
+    return margin_risk(raw, supported, tau)
