@@ -20,7 +20,7 @@ ships for no verifier. A claim a value rule contradicted (a wrong number, date o
 against the passage) is not the verifier's decision: its uncertainty is 0.
 
 A verifier that ships an :class:`ErrorRanker` (``uncertainty.json`` beside its model,
-fitted by ``models/train/uncertainty.py``) gets the ranker's P(the verdict is wrong)
+fitted by ``training/uncertainty.py``) gets the ranker's P(the verdict is wrong)
 instead: two logistic models — one for claims judged ``supported`` (P(the claim is in fact
 not supported)), one for the others (P(it is in fact supported)) — over what stage 1 and
 the decision already hold (:func:`risk_features`): the decided and the raw probabilities,

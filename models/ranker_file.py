@@ -1,6 +1,6 @@
 """A verifier's ranker of its own errors on disk: ``<model dir>/uncertainty.json``
 (:class:`groundproxy.guards.uncertainty.ErrorRanker`, fitted on train data by
-``models/train/uncertainty.py``). No file: no ranker (the claims' uncertainty stays the
+``training/uncertainty.py``). No file: no ranker (the claims' uncertainty stays the
 entropy of their probabilities); an unreadable or invalid file is a ModelLoadError."""
 
 from __future__ import annotations

@@ -106,9 +106,13 @@ class ChatServing(UpstreamServing):
         return EventStreamResponse(events(), media_type="text/event-stream", headers=headers)
 
     async def complete(
-        self, scope: Scope, req: ChatCompletionRequest, *, stream_upstream: bool = False,
+        self,
+        scope: Scope,
+        req: ChatCompletionRequest,
+        *,
+        stream_upstream: bool = False,
         deadline: bool = False,
-    ) -> Completed:  # fmt: skip
+    ) -> Completed:
         """Call the upstream, guard every choice's text, and rewrite the body per the policy.
 
         A streamed upstream (or ``deadline``: the client asked for a stream) must answer
