@@ -2,14 +2,14 @@
 
 - every package imports only the layers below it (:data:`LAYERS`): errors ← policies ←
   guards ← retrieval ← models ← proxy ← integrations / testing ← training (``training/``,
-  an import root of its own like ``bench/``) ← bench ← tests — so the runtime never imports the test
-  doubles, the training code or the benchmarks, and nothing imports the tests;
+  an import root of its own like ``bench/``) ← bench ← tests — so the runtime never imports
+  the test doubles, the training code or the benchmarks, and nothing imports the tests;
 - no import cycle between the top-level packages, nor between modules;
 - no two subpackages of ``proxy/`` import each other (imports under ``if TYPE_CHECKING:``
   aside): serving → streaming → upstream → openai, never back;
 - nothing imports ``training``, ``bench`` or ``tests`` through the package's name
   (``groundproxy.training``: the checkout's ``.gp-root`` link would let it);
-- ``guards/action.py`` alone chooses an action (:func:`_action_choices` says what counts);
+- ``guards/action.py`` alone chooses an action (:func:`action_choices` says what counts);
 - ``guards/`` (pure logic) imports no web framework or HTTP client;
 - ``proxy/``, ``integrations/``, ``testing/`` and the training code use the guard through
   its public surface (``groundproxy.guards``: the two stages and what serves them) and its
@@ -20,12 +20,12 @@
   (positional and keyword, ``self`` / ``cls`` not counted; ``*args`` / ``**kwargs`` not counted);
 - no module over 450 lines (a hint to find a seam, not a shape to fold code into);
 - every folder with an ``__init__.py`` is a package listed in pyproject's
-  ``[tool.setuptools] packages`` (training code excepted: it stays out of the wheel).
+  ``[tool.setuptools] packages``, and ``training/`` none of them (it stays out of the wheel).
 
 Imports inside functions count (a lazy import still ties the modules together), those
 under ``if TYPE_CHECKING:`` too (except for the proxy's subpackages rule). Each rule is a
-function over the modules, and :func:`test_each_rule_catches_a_planted_violation` plants one
-breach of each in the real tree and checks the rule names it.
+function over the modules, and :func:`test_each_rule_catches_a_planted_violation` adds one
+breach of each to the parsed tree and checks that the rule names it.
 """
 
 from __future__ import annotations
