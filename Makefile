@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-SRC := errors proxy guards retrieval models policies testing integrations tests bench docs
+SRC := errors proxy guards retrieval models policies testing integrations training tests bench docs
 
 .PHONY: install demo test fast lint typecheck unit wheel-check lock litellm-venv browser-deps node-deps docs
 

@@ -4,7 +4,7 @@ decision margin? (issue 42 item 3; :class:`groundproxy.guards.uncertainty.Calibr
     python -m bench.calibration --rows 50 --eval-rows 100 --work DIR [--data ../shared/data]
 
 Rows: the seeded pools of ``bench.verifier_pair`` — on TRAIN the rows neither shipped model
-trained on (the rows ``models.train.calibration`` fits on), on EVAL the file's first rows of
+trained on (the rows ``training.calibration`` fits on), on EVAL the file's first rows of
 the seeded shuffle. Each row's answer goes through stage 1 once with the fast verifier
 (embedhead) and every pair it scores is scored by the strong one (crossencoder) too
 (``bench.ladder``'s extraction, pickled per file under ``DIR/<split>``).
@@ -27,7 +27,7 @@ the rows whose answer is one claim, the AUROC of the claim's uncertainty for its
 errors. Beside them, the expected calibration error (10 bins) of each verifier's P(supported)
 before and after the calibration, over the labelled claims.
 
-The recipes (:class:`groundproxy.models.train.calibration.Recipe`: Platt, or temperature
+The recipes (:class:`training.calibration.Recipe`: Platt, or temperature
 about the threshold in force; each class weighing the same per file or not) are compared on
 TRAIN only, leave one train file out; the one with the best mean answer-level AUROC of the
 ladder is reported in full, on TRAIN and then on EVAL (its calibration fitted on every
@@ -58,7 +58,7 @@ from groundproxy.guards.ladder import Rungs
 from groundproxy.guards.stages import Verified, climb, decide
 from groundproxy.guards.types import ClaimResult
 from groundproxy.guards.uncertainty import Calibration, answer_risk
-from groundproxy.models.train.calibration import (
+from training.calibration import (
     ClaimRow,
     Recipe,
     decided,

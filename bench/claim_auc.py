@@ -14,7 +14,7 @@ the answer-level ROC-AUC of ``1 − min P(supported)`` over the answer's claims 
 ``combiner``: what a claim-level score learned on train data would give — a logistic
 combiner of the verifier's raw P(supported) and P(contradicted) and the three token
 alignment fields, fitted (each train file weighing the same) on the single-claim rows of
-the answer combiner's out-of-sample train pools (:mod:`models.train.answer_combiner`'s
+the answer combiner's out-of-sample train pools (:mod:`training.answer_combiner`'s
 cache; no eval row), scored on the same eval rows. Not served: a probe of the next step.
 
 The rows and their signals are the ``bench.kshot`` pools (400 seeded rows per file, seed
@@ -61,8 +61,8 @@ def claim_combiner() -> Callable[[list[list[float]]], list[float]] | None:
     fitted with the answer combiner's ``fit_logistic`` on the train pools' single-claim rows,
     each train file weighing the same (the classes within a file are not reweighed, unlike
     the answer combiner's ``file_class_weights``); None when those are not cached."""
-    from groundproxy.models.train.answer_combiner import DATA as TRAIN_DATA
-    from groundproxy.models.train.answer_combiner import cached, fit_logistic
+    from training.answer_combiner import DATA as TRAIN_DATA
+    from training.answer_combiner import cached, fit_logistic
 
     cols = [CLAIM_FIELDS.index(n) for n in COMBINED]
     x: list[list[float]] = []

@@ -71,10 +71,10 @@ from groundproxy.guards.judge_merge import (
     adapter_margin,
 )
 from groundproxy.guards.uncertainty import decision_risk, margin_risk
-from groundproxy.models.train.signal_cache import CACHE
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
+from training.signal_cache import CACHE
 
 SHARES = (0.0, 0.10, 0.20, 0.30)
 ACCURACIES = (0.75, 0.85, 0.95)

@@ -28,8 +28,8 @@ from bench.kshot import DATA
 from bench.text_table import table
 from groundproxy.guards.judge import DEFAULT_MIN_UNCERTAINTY
 from groundproxy.guards.judge_merge import ADAPTER_GOOD, ZERO_SHOT_PROOF
-from groundproxy.models.train.signal_cache import POOL_SEED
 from groundproxy.proxy.cli.adapt import balanced_accuracy
+from training.signal_cache import POOL_SEED
 
 CUTS = (0.3, 0.5, 0.7, 0.8, 0.9)
 JUDGES = (0.85, 0.95)

@@ -15,7 +15,7 @@ aggregation / fitting code.
 
 ``learned`` is the zero-shot learned answer-level decision (policy ``verifier.decision:
 learned``: the default verifier's combiner shipped in ``models/<verifier>/answer-combiner.json``,
-fitted on ``../shared/data/train`` only by ``models/train/answer_combiner.py``) on the same
+fitted on ``../shared/data/train`` only by ``training/answer_combiner.py``) on the same
 test rows ("–" when it ships none).
 
 Then per seed and k: k rows are the tenant's labels, the test rows are the others (at most
@@ -52,13 +52,13 @@ from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_s
 from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.models.scoring import balanced_accuracy
-from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, content_key, fingerprint
 from groundproxy.proxy.cli.adapt import Candidates, fit_combiner
 from groundproxy.proxy.offline import eval_policy, signals_of, zero_shot_decision
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.adapters import SHIPPED, shipped_decision
 from groundproxy.proxy.storage.feedback import parse_labelled
+from training.signal_cache import CACHE, POOL_SEED, content_key, fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = SHARED

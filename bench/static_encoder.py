@@ -1,6 +1,6 @@
 """Does the distilled static encoder rank request-context evidence like MiniLM? (issue 30, 3)
 
-The static table (``models/train/static_distill.py``, the Model2Vec method; built into
+The static table (``training/static_distill.py``, the Model2Vec method; built into
 ``--static`` first if it is not there) would be the cheaper encoder for claims and context
 sentences. Its vectors are not MiniLM's (another space), so it can never feed the
 ``embedhead`` verifier's features; what it could replace is a *ranking*. This measures that,
@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     if not (a.static / "meta.json").exists():
-        cmd = [sys.executable, "-m", "groundproxy.models.train.static_distill", "--out"]
+        cmd = [sys.executable, "-m", "training.static_distill", "--out"]
         subprocess.run([*cmd, str(a.static)], check=True)
     static, minilm = StaticEmbedder(a.static), OnnxEmbedder("fp32", lru_size=0)
     lines = [

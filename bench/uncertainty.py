@@ -14,7 +14,7 @@ escalation ranks claims by: the judge can only fix what it is sent. Per eval fil
 - beside the served uncertainty (the default verifier's error ranker when it ships
   ``uncertainty.json``, else the entropy), the **entropy** of the claims' probabilities
   (the seed's uncertainty), a candidate ranker not shipped (``--ranker FILE``, e.g. one
-  ``models/train/uncertainty.py --out`` wrote), and the **lexical** baseline (seed 001,
+  ``training/uncertainty.py --out`` wrote), and the **lexical** baseline (seed 001,
   threshold 0.5 on its score s): its decision's errors ranked by its own uncertainty
   ``1 − |2s − 1|``.
 

@@ -8,7 +8,7 @@ model's own threshold and contradiction bar: balanced accuracy per file, verifie
 claim, and the lexical baseline (seed 001, row level) beside.
 
 ``--split train``: only rows whose context is in the 15 % held out from training
-(``models.train.prepare.in_validation``; the WiCE / FEVER rows whose claim was trained on
+(``training.prepare.in_validation``; the WiCE / FEVER rows whose claim was trained on
 with other evidence left out) — rows neither shipped model trained on, the data to choose
 on. ``--split eval``: seeded rows of ../shared/data/eval, to report only.
 
@@ -53,7 +53,7 @@ SEED = 1234
 def pool(path: Path, split: str, n: int) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     if split == "train":
-        from groundproxy.models.train.prepare import in_validation, training_rows
+        from training.prepare import in_validation, training_rows
 
         seen = {str(r.get("response") or "") for r in training_rows(rows, path.stem, cap=10**9)}
         rows = [

@@ -23,6 +23,7 @@ from groundproxy.guards.action import (
     apply_adapted,
     disabled_report,
     failure_report,
+    no_claims_report,
     unmade_edits,
 )
 from groundproxy.guards.adapter import Adapter, ZeroShotRecord, read_adapter, read_record
@@ -176,6 +177,7 @@ __all__ = [
     "ladder_counts",
     "merge",
     "model_threshold",
+    "no_claims_report",
     "overload_error",
     "parse_json_answer",
     "parse_judgement",

@@ -84,7 +84,7 @@ and the refusal sent in its place.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from groundproxy.errors import GroundproxyError
@@ -114,6 +114,17 @@ STRENGTH: dict[AnswerAction, int] = {
 def stronger(a: AnswerAction, b: AnswerAction) -> AnswerAction:
     """The stronger of two answer actions (:data:`STRENGTH`)."""
     return b if STRENGTH[b] > STRENGTH[a] else a
+
+
+def strongest(actions: Iterable[AnswerAction]) -> AnswerAction:
+    """The strongest of ``actions`` (an answer's choices); ``none`` when there is none."""
+    return max(actions, key=STRENGTH.__getitem__, default="none")
+
+
+def no_claims_report(text: str) -> GuardReport:
+    """An answer with nothing to verify (only tool calls, a JSON answer without a
+    statement): returned as written, full trust, action ``none``."""
+    return GuardReport(text, text, [], trust=1.0, action="none")
 
 
 # --- rows 6-8: per claim, then per answer -------------------------------------------------

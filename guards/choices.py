@@ -23,8 +23,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from groundproxy.guards.action import stronger
-from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, ContextStats, GuardReport
+from groundproxy.guards.action import strongest
+from groundproxy.guards.types import Claim, ClaimResult, ContextStats, GuardReport
 
 SEPARATOR = "\n\n"  # between the choices' texts in the aggregate's ``original`` / ``text``
 
@@ -78,18 +78,16 @@ def combined(reports: Sequence[GuardReport], latency_ms: float = 0.0) -> GuardRe
         return dataclasses.replace(reports[0], latency_ms=latency_ms)
     claims: list[ClaimResult] = []
     offset = 0
-    action: AnswerAction = "none"
     for r in reports:
         claims.extend(_moved(r.claims, offset))
         offset += len(r.original) + len(SEPARATOR)
-        action = stronger(action, r.action)
     trusts = [r.trust for r in reports if r.reported_trust is not None]
     return GuardReport(
         original=SEPARATOR.join(r.original for r in reports),
         text=SEPARATOR.join(r.text for r in reports),
         claims=claims,
         trust=min(trusts) if trusts else 1.0,
-        action=action,
+        action=strongest(r.action for r in reports),
         blocked=any(r.blocked for r in reports),
         unverified=any(r.unverified for r in reports),
         latency_ms=latency_ms,

@@ -213,9 +213,13 @@ def _fact_edit(found: JsonClaims, i: int, r: Any) -> tuple[Any, str]:
 
 
 def guarded_json(
-    original: str, found: JsonClaims, claims: list[Any], blocked: bool,
-    refusal: str, schema: dict[str, Any] | None,
-) -> JsonEdited:  # fmt: skip
+    original: str,
+    found: JsonClaims,
+    claims: list[Any],
+    blocked: bool,
+    refusal: str,
+    schema: dict[str, Any] | None,
+) -> JsonEdited:
     """The JSON answer after the guard: corrected / removed claims rewritten inside their
     value, a corrected number, boolean or date replaced by the corrected value (same JSON
     type), and on ``blocked`` every statement value holding a claim replaced by ``refusal``

@@ -20,7 +20,7 @@ ships for no verifier. A claim a value rule contradicted (a wrong number, date o
 against the passage) is not the verifier's decision: its uncertainty is 0.
 
 A verifier that ships an :class:`ErrorRanker` (``uncertainty.json`` beside its model,
-fitted by ``models/train/uncertainty.py``) gets the ranker's P(the verdict is wrong)
+fitted by ``training/uncertainty.py``) gets the ranker's P(the verdict is wrong)
 instead: two logistic models — one for claims judged ``supported`` (P(the claim is in fact
 not supported)), one for the others (P(it is in fact supported)) — over what stage 1 and
 the decision already hold (:func:`risk_features`): the decided and the raw probabilities,
@@ -34,7 +34,7 @@ read them from the cached signals (:func:`features_from_claim_row`) — a test c
 two agree.
 
 A verifier that ships a :class:`Calibration` instead (``calibration.json`` beside its model,
-fitted on held-out train rows by ``models/train/calibration.py``) gets a calibrated P(the
+fitted on held-out train rows by ``training/calibration.py``) gets a calibrated P(the
 verdict is wrong): P_cal(not supported) for a claim judged ``supported``, P_cal(supported)
 for any other — the same scale for every verifier, so the ladder's fast-rung and strong-rung
 claims compare. The ladder still picks the claims to climb by the fast rung's decision

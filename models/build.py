@@ -278,7 +278,7 @@ def _build_into(
         meta["labels"] = nli_labels(model.config.id2label)
         ce_manifest = source.path / "ce_manifest.json"
         if pair_order == "auto":
-            # our cross-encoder (models/train/cross_encoder.py) reads claim first
+            # our cross-encoder (training/cross_encoder.py) reads claim first
             pair_order = "claim-evidence" if ce_manifest.is_file() else "evidence-claim"
         meta["pair_order"] = pair_order
         if ce_manifest.is_file():  # its decision bars, chosen on TRAIN data

@@ -5,7 +5,7 @@ are embedded together with the claim (ONE embedder call per batch), and an ONNX 
 over ``[u, v, |u−v|, u·v, similarity / overlap / number / entity features]``
 (:mod:`models.features`) gives P(supported), P(contradicted), P(unverifiable).
 
-The model files live in ``models/embedhead/`` (trained by ``models/train``; see its
+The model files live in ``models/embedhead/`` (trained by ``training/``; see its
 ``MODEL_CARD.md``); their sha256 checksums in ``meta.json`` are verified at load.
 Nothing heavy happens at import: onnxruntime loads in the constructor. The embedder is
 injected (the registry passes the configured one when it gives the backbone's vectors,
@@ -88,7 +88,7 @@ class EmbedHeadVerifier:
         self.name = "embedhead" if variant == "int8" else "embedhead-fp32"
         self.threshold = float(self.meta.get("threshold", 0.5))
         # the bar P(contradicted) must reach for the guard to call a claim contradicted on
-        # the model's word alone (models/train/contradiction.py; guards.decide)
+        # the model's word alone (training/contradiction.py; guards.decide)
         self.contradiction_min = float(self.meta.get("contradiction_min", 0.5))
         # how likely each verdict is wrong (ClaimResult.uncertainty; guards.uncertainty)
         self.error_ranker = read_ranker(model_dir)

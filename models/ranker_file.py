@@ -1,10 +1,10 @@
 """A verifier's model of its own errors on disk, beside its model files:
 
 - ``uncertainty.json``: a ranker (:class:`groundproxy.guards.uncertainty.ErrorRanker`,
-  fitted on train data by ``models/train/uncertainty.py``);
+  fitted on train data by ``training/uncertainty.py``);
 - else ``calibration.json``: Platt scaling of its raw P(supported)
   (:class:`groundproxy.guards.uncertainty.Calibration`, fitted on held-out train rows by
-  ``models/train/calibration.py``) — the claims' uncertainty is then the calibrated
+  ``training/calibration.py``) — the claims' uncertainty is then the calibrated
   P(the verdict is wrong).
 
 Neither file: none (the claims' uncertainty is the decision margin); an unreadable or

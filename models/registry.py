@@ -2,7 +2,7 @@
 
 ``lexical``         the TF-IDF baseline of seeds 001/004 (guards.lexical)
 ``embedhead``       a head on frozen all-MiniLM-L6-v2 embeddings, ONNX int8
-                    (models.embedhead_verifier; trained by models/train)
+                    (models.embedhead_verifier; trained by training/)
 ``embedhead-fp32``  the same head, fp32 ONNX
 ``crossencoder``    all-MiniLM-L6-v2 fine-tuned as a three-label cross-encoder on every train
                     row (GPU), ONNX int8, shipped in ``models/crossencoder/`` and run as a

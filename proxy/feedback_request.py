@@ -1,6 +1,6 @@
 """The body of ``POST /v1/groundproxy/feedback`` as a client may send it.
 
-Types and bounds (:mod:`proxy.bounds`) are checked here, before anything is looked up or
+Types and bounds (:mod:`proxy.openai.bounds`) are checked here, before anything is looked up or
 stored: every text a label stores is bounded and free of control characters; ``context``
 is at most ``MAX_CONTEXT_ITEMS`` strings; ``label_hallucinated`` is the integer 0 or 1 (not
 ``true``, not ``1.0``); a ``step_id`` has the server's form. What the fields mean together
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
-from groundproxy.proxy.bounds import (
+from groundproxy.proxy.openai.bounds import (
     MAX_CLAIM_CHARS,
     MAX_CLAIMS,
     ContextItems,
@@ -21,7 +21,7 @@ from groundproxy.proxy.bounds import (
     StoredText,
     storable,
 )
-from groundproxy.proxy.protocol import validated
+from groundproxy.proxy.openai.chat_request import validated
 
 Label = Literal["supported", "hallucinated"]
 ClaimText = Annotated[

@@ -1,7 +1,7 @@
 """The proxy's public surface for offline work: training, benchmarks, notebooks.
 
 What serving does to an answer, callable without a server, with the names a user (or
-``models/train``) imports — never the modules behind them, which may move:
+``training/``) imports — never the modules behind them, which may move:
 
 - :class:`Settings` and :func:`build_guard` — the guard ``groundproxy serve`` runs (embedder,
   verifiers, indexes, calibration, adapters), as a :class:`GuardService`;

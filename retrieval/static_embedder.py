@@ -1,6 +1,6 @@
 """Static token vectors distilled from all-MiniLM-L6-v2: a text's vector is a table look-up.
 
-Built by ``models/train/static_distill.py`` (the Model2Vec method: one MiniLM forward pass
+Built by ``training/static_distill.py`` (the Model2Vec method: one MiniLM forward pass
 over the vocabulary, PCA, SIF weights from TRAIN text; int8 rows) into ``models/static/``
 (``vectors.npz`` + ``meta.json``, checksummed at load). Encoding: MiniLM's own tokenizer
 (the packaged ``tokenizer.json``, no special tokens), the mean of the pieces' rows, L2

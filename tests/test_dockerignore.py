@@ -32,4 +32,4 @@ def test_the_build_context_holds_what_the_image_runs() -> None:
                 assert any(p == source or p.startswith(f"{source}/") for p in context), source
     rules = patterns((REPO / ".dockerignore").read_text(encoding="utf-8"))
     assert excluded("policies/acme.yaml", rules)  # a tenant's policy is mounted, never baked
-    assert not any(p.startswith(("tests/", "bench/", "models/train/", "docs/")) for p in context)
+    assert not any(p.startswith(("tests/", "bench/", "training/", "docs/")) for p in context)

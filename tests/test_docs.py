@@ -77,3 +77,28 @@ def test_every_page_renders_and_names_only_results_that_exist(page: Path) -> Non
 def test_an_unknown_marker_fails_the_build() -> None:
     with pytest.raises(ValueError, match="unknown generated block"):
         gen.render("<!-- gen:no-such-table -->\n")
+
+
+def _layout_rows(page: Path, heading: str) -> set[str]:
+    """The folders (first column) of the table under ``heading`` in ``page``."""
+    text = page.read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1]
+    rows = re.findall(r"^\| `([\w.-]+)/` \|", text.split("\n## ", 1)[0], re.M)
+    return set(rows)
+
+
+def test_the_layout_tables_name_every_top_level_folder_with_code() -> None:
+    """DESIGN's and Architecture's layout tables are written by hand: each names every
+    top-level folder that holds Python code (the site's own build hook under docs/ aside),
+    and none that is gone — ``models/train/`` became ``training/`` with no row at first."""
+    code = {
+        d.name
+        for d in REPO.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and d.name != "docs"
+        and any(p for p in d.rglob("*.py") if "node_modules" not in p.parts)
+    }
+    assert {"proxy", "guards", "training", "bench", "tests"} <= code
+    docs = REPO / "docs"
+    assert _layout_rows(docs / "DESIGN.md", "## Layout (fixed top level)") == code
+    assert _layout_rows(docs / "architecture.md", "## Layout") == code

@@ -106,8 +106,9 @@ def difference_and_noise(
     return d, float(np.std(diffs, ddof=1))
 
 
-def _decisions(content: Mapping[str, Any], features: Sequence[Mapping[str, float]],
-               zero: Sequence[int]) -> list[int]:  # fmt: skip
+def _decisions(
+    content: Mapping[str, Any], features: Sequence[Mapping[str, float]], zero: Sequence[int]
+) -> list[int]:
     if content.get("decision") == "zero_shot":
         return list(zero)
     adapter = Adapter.from_dict({**content, "version": 1})

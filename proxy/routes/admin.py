@@ -16,9 +16,9 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.proxy.auth import AdminTenant
-from groundproxy.proxy.body import JsonBody
-from groundproxy.proxy.bounds import DocumentText
-from groundproxy.proxy.protocol import validated
+from groundproxy.proxy.openai.bounds import DocumentText
+from groundproxy.proxy.openai.chat_request import validated
+from groundproxy.proxy.routes.body import JsonBody
 from groundproxy.proxy.state import Parts, Served
 from groundproxy.proxy.storage.backends import (
     delete_documents,
@@ -33,7 +33,7 @@ log = structlog.get_logger(__name__)
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=255)
-    text: DocumentText  # no NUL, no bidi overrides (proxy.bounds)
+    text: DocumentText  # no NUL, no bidi overrides (proxy.openai.bounds)
 
 
 class IngestBody(BaseModel):

@@ -3,7 +3,7 @@ configured with a base URL that lacks ``/v1`` reach the same handlers; and Azure
 routes, so the ``AzureOpenAI`` client works unchanged: ``/openai/deployments/{deployment}/
 chat/completions`` (and ``completions``, ``embeddings``; ``?api-version=`` is accepted and
 ignored) serve as ``/v1/...`` with the request's ``model`` set to the deployment (mapped by the
-tenant's ``upstream.models`` like any model name, :func:`proxy.body.json_body`), and Azure's
+tenant's ``upstream.models`` like any model name, :func:`proxy.routes.body.json_body`), and Azure's
 ``/openai/v1/...`` as ``/v1/...``.
 
 A pure-ASGI rewrite of the path before routing (the access log keeps the path the client
@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 OPENAI_ROUTES = ("/chat/completions", "/responses", "/completions", "/embeddings", "/models")
 _AZURE = re.compile(r"^/openai/deployments/([^/]+)/(chat/completions|completions|embeddings)/?$")
-# the ASGI scope key holding an Azure request's deployment (read by proxy.body.json_body)
+# the ASGI scope key holding an Azure request's deployment (read by proxy.routes.body.json_body)
 DEPLOYMENT = "groundproxy.deployment"
 
 

@@ -14,8 +14,8 @@ from fastapi.responses import Response
 from groundproxy.errors import AuthenticationError
 from groundproxy.policies.loader import LoadedPolicy, PolicyStore
 from groundproxy.proxy.auth import bearer_key, tenant_for
-from groundproxy.proxy.body import read_body
-from groundproxy.proxy.protocol import parse_json_body
+from groundproxy.proxy.openai.chat_request import parse_json_body
+from groundproxy.proxy.routes.body import read_body
 from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.serving.check import parse_check_request
 from groundproxy.proxy.state import RequestId, Served, State

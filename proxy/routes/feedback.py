@@ -30,8 +30,8 @@ from fastapi import APIRouter
 from groundproxy.errors import BadRequestError, NotFoundError
 from groundproxy.policies.loader import LoadedPolicy
 from groundproxy.proxy.auth import AdminTenant
-from groundproxy.proxy.body import JsonBody
 from groundproxy.proxy.feedback_request import check_feedback
+from groundproxy.proxy.routes.body import JsonBody
 from groundproxy.proxy.state import Served
 from groundproxy.proxy.storage.feedback import CALLER, label_target, parse_labelled
 from groundproxy.proxy.storage.sqlite_traces import LabelRef, TraceStores

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from groundproxy.proxy.auth import Tenant
-from groundproxy.proxy.body import JsonBody
+from groundproxy.proxy.routes.body import JsonBody
 from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.state import RequestId, Served
 

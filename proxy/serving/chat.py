@@ -1,15 +1,16 @@
 """``POST /v1/chat/completions`` served: upstream call, guard, and the annotated answer.
 
-:class:`ChatServing` answers in one of three modes, each through the one guarded call
+:class:`ChatServing` answers in one of three modes, chosen by
+:func:`proxy.serving.stream_mode.choose_mode`, each through the one guarded call
 (:class:`proxy.serving.call.GuardedCall`):
 
 - **buffer** (non-stream, ``stream: buffer`` tenants, an answer-level decision in force, or
   ``x-groundproxy-stream: buffer``): the whole answer is guarded, then sent — as JSON, or
   re-sent as stream chunks with every ``x-groundproxy-*`` header up front;
 - **sentence** (``stream: sentence`` tenants): each sentence is sent once verified
-  (:mod:`proxy.streaming.sentence`);
+  (:mod:`proxy.serving.sentence`);
 - **relay** (``guard: false`` tenants' streams): relayed as they come
-  (:mod:`proxy.streaming.relay`).
+  (:mod:`proxy.serving.relay`).
 """
 
 from __future__ import annotations
@@ -23,34 +24,27 @@ from fastapi.responses import JSONResponse, Response
 from groundproxy.guards import (
     combined_choices,
     dropped_note,
+    no_claims_report,
     parse_json_answer,
     report_body,
     response_schema,
     still_describes,
 )
 from groundproxy.guards.types import GuardReport
-from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.openai.chat_request import ChatCompletionRequest
+from groundproxy.proxy.openai.shape import shape_completion, wants_usage
 from groundproxy.proxy.serving.call import Asked, Scope, UpstreamServing
 from groundproxy.proxy.serving.guarding import Held
-from groundproxy.proxy.serving.headers import NO_BUFFERING, asks_buffer
+from groundproxy.proxy.serving.headers import NO_BUFFERING, Mode
 from groundproxy.proxy.serving.json_answer import guard_json
-from groundproxy.proxy.serving.openai_shape import shape_completion, wants_usage
+from groundproxy.proxy.serving.relay import relay_events
+from groundproxy.proxy.serving.sentence import open_sentence_stream, sentence_events
+from groundproxy.proxy.serving.stream_mode import choose_mode
 from groundproxy.proxy.streaming.event_stream import EventStreamResponse
 from groundproxy.proxy.streaming.metered import MeteredStream
 from groundproxy.proxy.streaming.pacing import within_deadline
-from groundproxy.proxy.streaming.relay import relay_events, wants_relay
-from groundproxy.proxy.streaming.sentence import (
-    open_sentence_stream,
-    sentence_events,
-    wants_sentence_mode,
-)
 from groundproxy.proxy.streaming.sse import completion_to_chunks
 from groundproxy.proxy.upstream.client import resolve_model
-
-
-def no_claims() -> GuardReport:
-    """The report of an answer with no text to verify (e.g. only tool calls)."""
-    return GuardReport("", "", [], trust=1.0, action="none")
 
 
 @dataclass
@@ -77,16 +71,11 @@ class ChatServing(UpstreamServing):
 
     async def create(self, scope: Scope, req: ChatCompletionRequest) -> Response:
         """The route's answer, in the mode the request and policy ask for."""
-        guard = self.call.guard
-        sentence = (  # an answer-level decision (adapter, learned) needs the whole answer
-            wants_sentence_mode(req, scope.loaded)
-            and not asks_buffer(scope.request.headers)
-            and not guard.decides_per_answer(scope.policy)
-        )
-        if sentence or wants_relay(req, scope.loaded):
+        mode = choose_mode(req, scope, self.call.guard)
+        if mode != "buffer":
 
             async def incremental(held: Held) -> Response:
-                return await self._incremental(scope, req, held)
+                return await self._incremental(scope, req, held, mode)
 
             return await self.call.run(scope, incremental)
 
@@ -106,9 +95,13 @@ class ChatServing(UpstreamServing):
         return EventStreamResponse(events(), media_type="text/event-stream", headers=headers)
 
     async def complete(
-        self, scope: Scope, req: ChatCompletionRequest, *, stream_upstream: bool = False,
+        self,
+        scope: Scope,
+        req: ChatCompletionRequest,
+        *,
+        stream_upstream: bool = False,
         deadline: bool = False,
-    ) -> Completed:  # fmt: skip
+    ) -> Completed:
         """Call the upstream, guard every choice's text, and rewrite the body per the policy.
 
         A streamed upstream (or ``deadline``: the client asked for a stream) must answer
@@ -128,7 +121,7 @@ class ChatServing(UpstreamServing):
         started = self.call.clock.monotonic()
         reports, notes = await self._guard_choices(scope, req, body, asked)
         # headers and the top-level object: every choice's verdict (guards.choices)
-        report = combined_choices(reports or [no_claims()],
+        report = combined_choices(reports or [no_claims_report("")],
                                   (self.call.clock.monotonic() - started) * 1000.0)  # fmt: skip
         body["groundproxy"] = report_body(report, scope.policy_id)
         if notes:  # beside a request-context note (report_body)
@@ -168,7 +161,9 @@ class ChatServing(UpstreamServing):
                 choice["groundproxy"] = report_body(report, scope.policy_id)
         return reports, notes
 
-    async def _incremental(self, scope: Scope, req: ChatCompletionRequest, held: Held) -> Response:
+    async def _incremental(
+        self, scope: Scope, req: ChatCompletionRequest, held: Held, mode: Mode
+    ) -> Response:
         """Open the upstream stream first (its errors keep their status), then stream it as
         it comes: sentence by sentence once verified, or relayed when the guard is off. The
         arrival hold's place goes with the stream (its first segment guard takes it over)
@@ -183,7 +178,7 @@ class ChatServing(UpstreamServing):
                 self.metrics.observe_unguarded(loaded.policy.tenant)
             await self.call.record(scope, report, asked)
 
-        if not loaded.policy.guard:
+        if mode == "relay":
             events = relay_events(req, scope, stream, on_report)
             headers = self.call.stream_headers(scope, "relay")
         else:

@@ -26,8 +26,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from groundproxy.guards import report_body
-from groundproxy.proxy.bounds import BoundedText, EvidenceItems, ModelName, StoredText
-from groundproxy.proxy.protocol import ChatCompletionRequest, ChatMessage, validated
+from groundproxy.proxy.openai.bounds import BoundedText, EvidenceItems, ModelName, StoredText
+from groundproxy.proxy.openai.chat_request import ChatCompletionRequest, ChatMessage, validated
 from groundproxy.proxy.serving.call import Asked, GuardedCall, Scope
 from groundproxy.proxy.serving.guarding import Held
 from groundproxy.proxy.storage.feedback import logprob_tokens
@@ -36,7 +36,7 @@ from groundproxy.proxy.storage.feedback import logprob_tokens
 class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    answer: StoredText  # kept in the trace store (proxy.bounds)
+    answer: StoredText  # kept in the trace store (proxy.openai.bounds)
     question: BoundedText | None = None
     messages: list[ChatMessage] = Field(default_factory=list)
     context: EvidenceItems = Field(default_factory=list)

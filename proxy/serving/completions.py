@@ -17,12 +17,18 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from groundproxy.errors import BadRequestError
-from groundproxy.guards import combined_choices, dropped_note, report_body, still_describes
+from groundproxy.guards import (
+    combined_choices,
+    dropped_note,
+    no_claims_report,
+    report_body,
+    still_describes,
+)
 from groundproxy.guards.types import GuardReport
-from groundproxy.proxy.openai_requests import CompletionsRequest
-from groundproxy.proxy.protocol import checked
+from groundproxy.proxy.openai.chat_request import checked
+from groundproxy.proxy.openai.requests import CompletionsRequest
 from groundproxy.proxy.serving.call import Asked, Scope, UpstreamServing
-from groundproxy.proxy.serving.chat import Completed, no_claims
+from groundproxy.proxy.serving.chat import Completed
 from groundproxy.proxy.serving.guarding import Held
 from groundproxy.proxy.serving.headers import NO_BUFFERING
 from groundproxy.proxy.serving.passthrough import passthrough_model
@@ -161,7 +167,7 @@ class CompletionsServing(UpstreamServing):
             if len(body["choices"]) > 1:
                 choice["groundproxy"] = report_body(report, scope.policy_id)
         # headers and the top-level object: every choice's verdict (guards.choices)
-        report = combined_choices(reports or [no_claims()],
+        report = combined_choices(reports or [no_claims_report("")],
                                   (self.call.clock.monotonic() - started) * 1000.0)  # fmt: skip
         body["groundproxy"] = report_body(report, scope.policy_id)
         if notes:  # beside a request-context note (report_body)

@@ -10,8 +10,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from groundproxy.proxy.openai_requests import EmbeddingsRequest
-from groundproxy.proxy.protocol import checked
+from groundproxy.proxy.openai.chat_request import checked
+from groundproxy.proxy.openai.requests import EmbeddingsRequest
 from groundproxy.proxy.serving.call import Scope, UpstreamServing
 from groundproxy.proxy.serving.guarding import Held
 from groundproxy.proxy.serving.passthrough import passthrough_model

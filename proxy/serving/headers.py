@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
 from groundproxy.guards import NO_CLAIMS, header_safe, report_headers
@@ -27,13 +26,6 @@ EXPOSED_HEADERS = (
     "x-groundproxy-ladder",
 )  # fmt: skip
 NO_BUFFERING = {"cache-control": "no-cache", "x-accel-buffering": "no"}  # streamed responses
-
-
-def asks_buffer(headers: Mapping[str, str]) -> bool:
-    """The request header ``x-groundproxy-stream: buffer``: a client that reads the verdict
-    from the headers only (LangChain keeps headers, never unknown body fields) asks for a
-    sentence-mode tenant's stream to be guarded whole first (never the other way round)."""
-    return headers.get("x-groundproxy-stream", "").strip().lower() == "buffer"
 
 
 def response_headers(

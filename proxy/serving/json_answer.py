@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from groundproxy.guards import claim_text, guarded_json, unmade_edits
+from groundproxy.guards import claim_text, guarded_json, no_claims_report, unmade_edits
 from groundproxy.guards.types import GuardReport
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.serving.call import Asked
@@ -26,7 +26,7 @@ async def guard_json(
     """One guard run over the document's statements; ``report.text`` is the JSON to send."""
     found = claim_text(doc)
     if not found.leaves:
-        return GuardReport(text, text, [], trust=1.0, action="none")
+        return no_claims_report(text)
     report = await guard.guard(found.text, asked.question, list(asked.context), policy)
     edited = guarded_json(
         text, found, report.claims, report.blocked, policy.actions.refusal, schema

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from groundproxy.errors import BadRequestError
+from groundproxy.proxy.openai.shape import message_item
 
 Json = dict[str, Any]
 _COPIED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "store")
@@ -126,17 +127,6 @@ def _usage(usage: Json | None) -> Json:
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": int(reasoning)},
         "total_tokens": prompt + completion,
-    }
-
-
-def message_item(text: str, status: str = "completed") -> Json:
-    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-    return {
-        "id": f"msg_{uuid.uuid4().hex}",
-        "type": "message",
-        "status": status,
-        "role": "assistant",
-        "content": [part] if text or status == "completed" else [],
     }
 
 

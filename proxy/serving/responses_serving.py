@@ -14,8 +14,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from groundproxy.proxy.openai_requests import ResponsesRequest
-from groundproxy.proxy.protocol import checked, parse_chat_request
+from groundproxy.proxy.openai.chat_request import checked, parse_chat_request
+from groundproxy.proxy.openai.requests import ResponsesRequest
 from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.serving.chat import ChatServing, Completed
 from groundproxy.proxy.serving.guarding import Held

@@ -10,7 +10,7 @@ unreadable file, or one fitted for another verifier than the policy's, is a
 
 A tenant without an adapter whose policy says ``verifier.decision: learned`` is served the
 verifier's shipped answer combiner (:func:`shipped_decision`, fitted on
-``../shared/data/train`` by ``models/train/answer_combiner.py``); a verifier that ships none
+``../shared/data/train`` by ``training/answer_combiner.py``); a verifier that ships none
 is a :class:`PolicyError` too.
 """
 

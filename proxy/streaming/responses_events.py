@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from groundproxy.proxy.serving.responses import message_item
+from groundproxy.proxy.openai.shape import message_item
 
 _PIECE = re.compile(r"\S+\s*|\s+")
 Json = dict[str, Any]

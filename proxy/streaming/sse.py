@@ -13,7 +13,7 @@ import structlog
 
 from groundproxy.errors import GroundproxyError
 from groundproxy.proxy.errors import error_code, exception_body
-from groundproxy.proxy.serving.openai_shape import shape_delta, shape_usage
+from groundproxy.proxy.openai.shape import shape_delta, shape_usage
 
 if TYPE_CHECKING:
     from groundproxy.proxy.upstream.client import StreamDelta

@@ -22,7 +22,7 @@ import structlog
 from groundproxy.errors import UnknownModelError
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
-from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
+from groundproxy.proxy.openai.upstream_bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import is_connection_drop, map_upstream_error
 from groundproxy.proxy.upstream.redact import remember_secret
 from groundproxy.proxy.upstream.types import (
@@ -54,7 +54,7 @@ def import_litellm() -> Any:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     # litellm dumps its own objects as it streams; an upstream field of an odd type (content
-    # as a list of text parts, joined in proxy.upstream.bodies) made pydantic print the
+    # as a list of text parts, joined in proxy.openai.upstream_bodies) made pydantic print the
     # value — the answer's text — to stderr: never a body in the logs
     warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning)
     if litellm.aclient_session is None:  # error bodies cut before litellm reads them

@@ -12,7 +12,7 @@ no answer within the policy's timeout  504     ``upstream_timeout``
 upstream 429                           429     ``rate_limited`` (+ ``retry-after``)
 upstream 503                           503     ``upstream_unavailable`` (+ ``retry-after``)
 stream ended without a finish_reason   502     ``upstream_incomplete``
-a 200 body that is not a valid answer  502     ``upstream_invalid`` (proxy.upstream.bodies)
+a 200 body that is not a valid answer  502     ``upstream_invalid`` (proxy.openai.upstream_bodies)
 upstream 400 / 404 / 409 / 422         same    the upstream's code, when plain
 upstream 401 / 403 (the policy's key)  same    ``upstream_authentication_failed`` /
                                                ``upstream_permission_denied``

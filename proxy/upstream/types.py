@@ -30,8 +30,8 @@ import structlog
 
 from groundproxy.errors import UpstreamError
 from groundproxy.policies.schema import UpstreamPolicy
-from groundproxy.proxy.streaming.checks import AnswerSeen
-from groundproxy.proxy.upstream.bodies import chat_body, chunk_body
+from groundproxy.proxy.openai.upstream_bodies import chat_body, chunk_body
+from groundproxy.proxy.upstream.checks import AnswerSeen
 
 log = structlog.get_logger(__name__)
 
@@ -86,7 +86,7 @@ class Completion:
     @classmethod
     def from_body(cls, body: Json) -> Completion:
         """Parse an OpenAI ``chat.completion`` body (kept as ``body``); a malformed one is
-        ``upstream_invalid`` (:mod:`proxy.upstream.bodies`)."""
+        ``upstream_invalid`` (:mod:`proxy.openai.upstream_bodies`)."""
         chat_body(body)
         choices = []
         for c in body.get("choices") or []:

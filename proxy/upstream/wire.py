@@ -35,7 +35,7 @@ from groundproxy.errors import (
 )
 from groundproxy.policies.schema import UpstreamPolicy
 from groundproxy.proxy.forwarding import forwarded_headers
-from groundproxy.proxy.upstream.bodies import embeddings_body, text_body
+from groundproxy.proxy.openai.upstream_bodies import embeddings_body, text_body
 from groundproxy.proxy.upstream.errors import (
     connection_error,
     error_sentence,

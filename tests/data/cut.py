@@ -5,7 +5,7 @@
 Each slice is a seeded sample of whole rows (``random.Random(f"tests-data:{file}")``, rows
 kept in their file order), so running this again on the same source writes the same bytes.
 The tests read only these slices; ``../shared/data`` stays the place for full training and
-evaluation (``bench/``, ``models/train``). What each slice is for: ``tests/data/README.md``.
+evaluation (``bench/``, ``training/``). What each slice is for: ``tests/data/README.md``.
 """
 
 from __future__ import annotations

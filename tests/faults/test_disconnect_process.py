@@ -27,7 +27,7 @@ from tests.faults.helpers import upstream_stats, wait_for
 
 pytestmark = pytest.mark.slow
 
-# guard on, sentence mode, and guard off (relayed chunk by chunk, proxy.streaming.relay): the
+# guard on, sentence mode, and guard off (relayed chunk by chunk, proxy.serving.relay): the
 # response starts at once and the client hangs up mid-stream.
 TENANTS: dict[str, dict[str, Any]] = {
     "sentence": {"stream": "sentence"},

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from schemathesis.python import asgi
 
 from groundproxy.proxy.app import build_app
-from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.openai.chat_request import ChatCompletionRequest
 from groundproxy.proxy.routes.admin import DeleteBody, IngestBody
 from groundproxy.proxy.settings import Settings
 from groundproxy.testing.processes import REPO_ROOT

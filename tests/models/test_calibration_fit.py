@@ -1,4 +1,4 @@
-"""The calibration fit (``python -m models.train.calibration``, issue 42 item 3) on the
+"""The calibration fit (``python -m training.calibration``, issue 42 item 3) on the
 vendored train slices (tests/data/train: held-out rows of two files), through the serve
 path's stage 1 with the real embedhead model: it writes a calibration the verifier reads."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from groundproxy.guards.uncertainty import Calibration
 from groundproxy.models.ranker_file import read_ranker
-from groundproxy.models.train.calibration import Recipe, file_weights, fit_rows, held_out, main
+from training.calibration import Recipe, file_weights, fit_rows, held_out, main
 
 pytestmark = pytest.mark.slow  # loads the real embedder and verifier
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.models.train.cross_encoder import build_parser, default_checkpoint
+from training.cross_encoder import build_parser, default_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """The cross-encoder trainer resumes a step plan where it stopped (issue 11, item 4).
 
-A real (tiny) run of models.train.cross_encoder on the packaged MiniLM backbone: a 6-step
+A real (tiny) run of training.cross_encoder on the packaged MiniLM backbone: a 6-step
 plan stopped after 3 steps saves its state; the same command continues to step 6 from that
 state (not from scratch), and a changed setting is refused with a message naming it.
 Data: a seeded slice of two train files (vendored in tests/data/train) copied to a temporary
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.models.train import ce_resume
-from groundproxy.models.train.cross_encoder import main
+from training import ce_resume
+from training.cross_encoder import main
 
 TRAIN = Path(__file__).resolve().parents[1] / "data" / "train"
 pytestmark = pytest.mark.slow

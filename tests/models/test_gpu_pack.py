@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.models.train import gpu_pack
 from tests.models.tiny_hf import save_tiny_nli
+from training import gpu_pack
 
 
 def test_split_then_unpack_gives_back_the_same_model(

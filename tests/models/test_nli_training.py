@@ -1,7 +1,7 @@
 """The cross-encoder trainer reads the NLI pairs (issue 42): per-set sampling, two-way rows
 as "not supported", held-back premises, the restricted file refused.
 
-Unit tests over the loader, and one real (tiny) training run of models.train.cross_encoder
+Unit tests over the loader, and one real (tiny) training run of training.cross_encoder
 on the packaged MiniLM backbone with a vendored seeded slice of the permissive file
 (tests/data/nli, licences in tests/data/README.md) beside two train files.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundproxy.models.train import nli
-from groundproxy.models.train.prepare import TARGETS, in_validation
+from training import nli
+from training.prepare import TARGETS, in_validation
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SLICE = DATA / "nli" / "nli-permissive.jsonl.gz"
@@ -64,7 +64,7 @@ def test_a_cap_samples_each_set_and_the_share_holds_the_nli_mass() -> None:
 
 @pytest.mark.slow
 def test_a_tiny_run_trains_on_nli_and_reports_held_back_accuracy(tmp_path: Path) -> None:
-    from groundproxy.models.train.cross_encoder import main
+    from training.cross_encoder import main
 
     data = tmp_path / "data"
     (data / "train").mkdir(parents=True)

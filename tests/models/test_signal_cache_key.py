@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from bench.kshot import extract
-from groundproxy.models.train.signal_cache import content_key
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
+from training.signal_cache import content_key
 
 ROW = {"context": "The warranty is 12 months.", "query": "How long is the warranty?"}
 

@@ -1,12 +1,12 @@
 """The train-split selection is one function: the verifier's trainer and the answer
-combiner's out-of-sample pools read the same rows (models.train.prepare.training_rows)."""
+combiner's out-of-sample pools read the same rows (training.prepare.training_rows)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from groundproxy.models.train.prepare import (
+from training.prepare import (
     collect_examples,
     in_validation,
     sampled_rows,

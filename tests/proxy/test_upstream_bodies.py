@@ -1,4 +1,4 @@
-"""The upstream body checks (proxy.upstream.bodies): each field the proxy reads has its
+"""The upstream body checks (proxy.openai.upstream_bodies): each field the proxy reads has its
 OpenAI type, nothing is non-finite, and the error names the field, never the value."""
 
 from __future__ import annotations
@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from groundproxy.errors import UpstreamError
-from groundproxy.proxy.upstream.bodies import chat_body, chunk_body, embeddings_body, text_body
+from groundproxy.proxy.openai.upstream_bodies import (
+    chat_body,
+    chunk_body,
+    embeddings_body,
+    text_body,
+)
 from groundproxy.testing.fake_bodies import completion_body, embedding_body, text_completion_body
 
 

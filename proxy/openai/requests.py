@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictInt, Tag
 
-from groundproxy.proxy.bounds import MAX_TEXT, ModelName
+from groundproxy.proxy.openai.bounds import MAX_TEXT, ModelName
 
 Json = dict[str, Any]
 Temperature = Annotated[float, Field(ge=0, le=2)]

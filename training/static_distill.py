@@ -7,7 +7,7 @@ pools a sentence); PCA to ``--dims``; each row weighted by SIF ``a / (a + p(piec
 only); stored int8 with one scale per row. A text's vector is then the normalized mean of
 its pieces' rows (retrieval.static_embedder): a table look-up, no network.
 
-    .venv/bin/python -m groundproxy.models.train.static_distill [--dims 128] [--out models/static]
+    .venv/bin/python -m training.static_distill [--dims 128] [--out models/static]
 
 Writes ``vectors.npz`` (``rows`` int8 (V, dims), ``scales`` float32 (V,)) and ``meta.json``
 (name, dims, recipe, the tokenizer's and the vectors' sha256).
@@ -28,7 +28,7 @@ import numpy.typing as npt
 from groundproxy.retrieval.minilm import model_path
 from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "train"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "train"
 SIF_A = 1e-3
 RECIPE = "model2vec-style: [CLS] piece [SEP] mean-pooled, PCA, SIF(a=1e-3) on train, int8/row"
 
@@ -87,7 +87,9 @@ def distill(dims: int) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dims", type=int, default=128)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "static")
+    ap.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "models" / "static"
+    )
     args = ap.parse_args()
     rows, scales = distill(args.dims)
     args.out.mkdir(parents=True, exist_ok=True)

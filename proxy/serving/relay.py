@@ -29,23 +29,15 @@ import structlog
 
 from groundproxy.guards import disabled_report, report_body
 from groundproxy.guards.types import GuardReport
-from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.openai.chat_request import ChatCompletionRequest
+from groundproxy.proxy.openai.shape import wants_usage
 from groundproxy.proxy.serving.call import Scope
 from groundproxy.proxy.serving.guarding import off_loop
-from groundproxy.proxy.serving.openai_shape import wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
 from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
 from groundproxy.proxy.upstream.client import UpstreamStream
 
 log = structlog.get_logger(__name__)
-
-
-def wants_relay(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
-    """Relay: a streamed request to an unguarded policy, one choice."""
-    n = req.passthrough().get("n")
-    single = n is None or (isinstance(n, int) and n <= 1)
-    return req.stream and not loaded.policy.guard and single
 
 
 async def relay_events(

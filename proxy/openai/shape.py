@@ -11,6 +11,7 @@ response validates against ``CreateChatCompletionResponse`` /
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 Json = dict[str, Any]
@@ -103,3 +104,15 @@ def is_json_request(extra: Json) -> bool:
     """Does the request's ``response_format`` ask for JSON (``json_object`` / ``json_schema``)?"""
     fmt = extra.get("response_format")
     return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def message_item(text: str, status: str = "completed") -> Json:
+    """A Responses API ``message`` output item holding ``text``."""
+    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {
+        "id": f"msg_{uuid.uuid4().hex}",
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [part] if text or status == "completed" else [],
+    }

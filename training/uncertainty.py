@@ -1,9 +1,9 @@
 """Fit a verifier's ranker of its own errors (``ClaimResult.uncertainty``, issue 29 item 5)
 on TRAIN data only; write ``models/<verifier>/uncertainty.json``.
 
-    .venv/bin/python -m models.train.uncertainty --verifier crossencoder
+    .venv/bin/python -m training.uncertainty --verifier crossencoder
 
-Data: the out-of-sample train pools of :mod:`models.train.answer_combiner` (rows whose
+Data: the out-of-sample train pools of :mod:`training.answer_combiner` (rows whose
 context the verifier never trained on, verified by the serve path; run its ``--extract
 --verifier NAME`` first), their cached per-claim signals. A claim's true label is known
 where its answer is labelled supported (every claim of it is) or is one claim; the
@@ -40,7 +40,7 @@ from groundproxy.guards import (
     features_from_claim_row,
 )
 from groundproxy.guards import RISK_GROUPS as GROUPS
-from groundproxy.models.train.answer_combiner import DATA, ROOT, cached, fit_logistic
+from training.answer_combiner import DATA, ROOT, cached, fit_logistic
 
 C_GRID = (0.01, 0.1, 1.0)
 SUPPORTED = CLAIM_FIELDS.index("supported")
@@ -164,7 +164,7 @@ def fit(verifier: str, tau: float, out: Path) -> dict[str, Any]:
         **ranker_json,
         "fit": {
             "data": "../shared/data/train, the out-of-sample pools of "
-            "models.train.answer_combiner (cached signals)",
+            "training.answer_combiner (cached signals)",
             "n_answers": len(rows.labels),
             "threshold": tau,
             "C": c,

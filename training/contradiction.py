@@ -1,12 +1,12 @@
 """Fit a shipped verifier's contradiction bar on held-out TRAIN contexts; write it beside it.
 
-    nice -n 10 .venv/bin/python -m models.train.contradiction [--work /tmp/gp-embedhead]
+    nice -n 10 .venv/bin/python -m training.contradiction [--work /tmp/gp-embedhead]
         [--model-dir models/embedhead] [--max-false-rate 0.005]
-    nice -n 10 .venv/bin/python -m models.train.contradiction --built models/crossencoder
+    nice -n 10 .venv/bin/python -m training.contradiction --built models/crossencoder
 
 ``--built DIR``: a built verifier (``groundproxy models build``, e.g. the shipped
 ``crossencoder``): its validation pairs are the same held-out TRAIN contexts
-(:func:`models.train.prepare.collect_examples` with every row, as the cross-encoder was
+(:func:`training.prepare.collect_examples` with every row, as the cross-encoder was
 trained: rows, their sentences and the synthetic pairs of the split), scored by the
 shipped int8 file through :class:`~groundproxy.models.built_verifier.BuiltVerifier` (the
 evidence windowed as at serve time); the bar goes to its ``build.json``
@@ -23,7 +23,7 @@ the guard can explain come from its symbolic rules (numbers, dates, units, names
 this bar does not touch.
 
 What: the lowest bar ``b`` on P(contradicted) (grid 0.50 … 0.99) at which, over the
-validation split written by ``models.train.prepare`` (contexts never seen in training, every
+validation split written by ``training.prepare`` (contexts never seen in training, every
 source, labelled and synthetic rows, whole responses and their sentences), at most
 ``--max-false-rate`` of the supported rows would be called contradicted. P(supported) is
 untouched, so every ROC-AUC / balanced-accuracy figure of the head stays as it was; a
@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
-from groundproxy.models.train.fit import run_onnx
+from training.fit import run_onnx
 
 Arr = npt.NDArray[Any]
 GRID = np.round(np.arange(0.50, 0.995, 0.01), 2)
@@ -92,7 +92,7 @@ def fit_built(
     ``per_source`` of each source, seeded)."""
     from groundproxy.guards.types import Pair
     from groundproxy.models.built_verifier import BUILD_FILE, BuiltVerifier
-    from groundproxy.models.train.prepare import collect_examples
+    from training.prepare import collect_examples
 
     records, pairs, _ = collect_examples(data, cap=10**9)
     by_source: dict[str, list[int]] = {}
@@ -134,7 +134,7 @@ def fit_built(
 def _note(max_false_rate: float) -> str:
     return (
         "a claim is contradicted by the model only when P(contradicted) >= this bar (and > "
-        "P(unverifiable)); fitted by models.train.contradiction so that at most "
+        "P(unverifiable)); fitted by training.contradiction so that at most "
         f"{max_false_rate:.1%} of supported held-out TRAIN rows are called contradicted"
     )
 
@@ -145,7 +145,7 @@ def main() -> None:
     ap.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     ap.add_argument("--built", type=Path, default=None, help="a built verifier's folder")
     ap.add_argument(
-        "--data", type=Path, default=Path(__file__).resolve().parents[2].parent / "shared" / "data"
+        "--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data"
     )
     ap.add_argument("--max-false-rate", type=float, default=0.005)
     ap.add_argument("--per-source", type=int, default=300, help="--built: pairs per source")

@@ -31,8 +31,8 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundproxy.errors import UpstreamError
-from groundproxy.proxy.json_strict import find_bad
-from groundproxy.proxy.protocol import field_path
+from groundproxy.proxy.openai.chat_request import field_path
+from groundproxy.proxy.openai.json_strict import find_bad
 
 Json = dict[str, Any]
 INVALID = "upstream_invalid"

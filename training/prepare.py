@@ -1,14 +1,14 @@
 """Build the embedhead training set: examples, features, labels (TRAIN data only).
 
-    nice -n 10 .venv/bin/python -m models.train.prepare [--data ../shared/data]
+    nice -n 10 .venv/bin/python -m training.prepare [--data ../shared/data]
         [--cap 1500] [--synth-per-source 250] [--work /tmp/gp-embedhead]
 
 Sources: every ``*.jsonl`` in ``<data>/train`` (``eval/`` is never read), each capped at
-``--cap`` rows (seeded sample), plus FactCC-style synthetic triples (models.train.synth)
+``--cap`` rows (seeded sample), plus FactCC-style synthetic triples (training.synth)
 from the same sources' contexts. Targets: ``label3`` where a row has one; otherwise
 label_hallucinated 0 → supported and 1 → ``not_supported`` (a set-valued target,
 {contradicted, unverifiable}: such rows do not say which, so the loss only asks that
-P(supported) be low — see models/train/fit.py).
+P(supported) be low — see training/fit.py).
 
 Rows are split into train / validation by context (15 % of contexts of every source held
 out), so no evidence text is shared across the split. For validation rows whose response
@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from groundproxy.models.features import featurize, split_sentences
-from groundproxy.models.train.embed_cache import CachedEncoder
-from groundproxy.models.train.synth import make_synthetic
+from training.embed_cache import CachedEncoder
+from training.synth import make_synthetic
 
 TARGETS = {"supported": 0, "contradicted": 1, "unverifiable": 2, "not_supported": 3}
 SEED = 20240611
-DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def sha256_file(path: Path) -> str:

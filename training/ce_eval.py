@@ -1,6 +1,6 @@
 """Score the cross-encoder checkpoint on every eval file (context mode), as bench/accuracy.py.
 
-    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder --eval \
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m training.cross_encoder --eval \
         [--ckpt DIR] [--limit 300] [--onnx] [--only q2 ...]
 
 Each row's whole response is the claim, its own context the evidence (windowed by
@@ -138,7 +138,7 @@ def run_eval(args: argparse.Namespace) -> None:
     thr = float(manifest["threshold"])
     tok = AutoTokenizer.from_pretrained(str(args.ckpt))  # type: ignore[no-untyped-call]
     model = AutoModelForSequenceClassification.from_pretrained(str(args.ckpt)).eval()
-    from groundproxy.models.train.ce_resume import pick_device
+    from training.ce_resume import pick_device
 
     scorers: dict[str, Scorer] = {"ce-fp32": torch_scorer(model, pick_device(args.device))}
     if args.onnx:

@@ -14,7 +14,11 @@ from fastapi import Depends
 from starlette.requests import Request
 
 from groundproxy.errors import BodyTooLargeError
-from groundproxy.proxy.protocol import ChatCompletionRequest, parse_chat_request, parse_json_body
+from groundproxy.proxy.openai.chat_request import (
+    ChatCompletionRequest,
+    parse_chat_request,
+    parse_json_body,
+)
 from groundproxy.proxy.routes.aliases import DEPLOYMENT
 from groundproxy.proxy.state import app_state
 

@@ -3,7 +3,7 @@
 Verifying thousands of rows by the serve path takes hours on two cores, so the signals
 (:func:`groundproxy.proxy.offline.signals_of`) are cached on disk outside the repository,
 under :data:`CACHE`, keyed by :func:`fingerprint` — a hash of the code that produces them and
-of the model files. The training code (``models/train/answer_combiner.py``) and the k-shot
+of the model files. The training code (``training/answer_combiner.py``) and the k-shot
 benchmark (``bench/kshot.py``) share the cache; :data:`POOL_SEED` orders their row pools.
 A labelled file's cache is named by :func:`content_key` too — the sha256 of its bytes — so a
 file of the same name with other rows (a held-out file named like an eval file) never reads
@@ -17,13 +17,14 @@ import hashlib
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
 POOL_SEED = 1234
 # The code that produces the cached signals (the serve path up to answer_signals); the
 # adapter's aggregation and fitting (guards/adapter*.py, proxy/cli/adapt.py) are left out on
 # purpose: they run on the cached signals, so changing them must not invalidate the cache;
-# so is the training code (models/train/), which the serve path never imports.
+# so is the training code (training/, outside these folders), which the serve path never
+# imports.
 _SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
 _SIGNAL_FILES = (
     "proxy/serving/guarding.py",
@@ -70,11 +71,7 @@ def fingerprint() -> str:
     files += [ROOT / f for f in _SIGNAL_FILES]
     for p in files:
         rel = p.relative_to(ROOT).as_posix()
-        if (
-            rel not in _NOT_SIGNALS
-            and "__pycache__" not in rel
-            and not rel.startswith("models/train/")
-        ):
+        if rel not in _NOT_SIGNALS and "__pycache__" not in rel:
             h.update(rel.encode() + b"\0" + p.read_bytes())
     models = ROOT / "models"
     for p in sorted(models.rglob("*.onnx")) + sorted(

@@ -1,17 +1,17 @@
 """Design (a): a three-label cross-encoder fine-tuned from all-MiniLM-L6-v2 (TRAIN data only).
 
-    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder \
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m training.cross_encoder \
         [--out DIR] [--minutes 40] [--steps N] [--data ../shared/data]
-    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m models.train.cross_encoder --eval \
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python -m training.cross_encoder --eval \
         [--ckpt DIR] [--limit 300] [--onnx]
 
 The checkpoint folder (``--out`` when training, ``--ckpt`` when scoring) defaults to
 ``ce-ckpt`` in groundproxy's cache (``$GROUNDPROXY_CACHE``, else ``~/.cache/groundproxy``),
 outside the repository.
 
-Data: the examples of models.train.prepare (every source of ``<data>/train`` capped,
+Data: the examples of training.prepare (every source of ``<data>/train`` capped,
 FactCC-style synthetic triples, split by context). Train batches are drawn with the
-weights of models/train/fit.py (each source ∝ √rows, half per binary class), in chunks
+weights of training/fit.py (each source ∝ √rows, half per binary class), in chunks
 sorted by length (dynamic padding). Targets: label3; rows with only label_hallucinated=1
 are "not supported" and their loss is −log(P(contradiction) + P(neutral)).
 
@@ -23,14 +23,14 @@ neutral = unverifiable); it is saved with ``save_pretrained`` (model + tokenizer
 P(supported) chosen on the held-out TRAIN validation split, validation figures).
 
 Training is time-boxed (``--minutes``); the learning rate warms up then decays linearly
-over the time box. ``--steps N`` makes it a resumable step plan instead (models.train.
+over the time box. ``--steps N`` makes it a resumable step plan instead (training.
 ce_resume): the learning rate follows the N steps, ``--minutes`` / ``--run-steps`` only
 bound one run, the whole state is saved under ``<out>/resume/`` every ``--save-every``
 minutes and at the end, and the same command run again continues where it stopped — on a
 CPU over many sessions, or on a GPU (``--device auto`` picks it; ``--bf16``). Each run ends
 with an exported checkpoint (``complete: false`` in the manifest until the plan is done).
 ``--cap 0`` trains on every row of every train file (default: 1,500 per file).
-One short accelerator run: models/train/gpu_train.sh.
+One short accelerator run: training/gpu_train.sh.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from groundproxy.models.ce_window import MAX_LENGTH, encode
-from groundproxy.models.train import ce_resume, nli
-from groundproxy.models.train.fit import best_threshold, per_source_metrics
-from groundproxy.models.train.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
+from training import ce_resume, nli
+from training.fit import best_threshold, per_source_metrics
+from training.prepare import DEFAULT_DATA, SEED, collect_examples, sha256_file
 
 ID2LABEL = {0: "entailment", 1: "contradiction", 2: "neutral"}
 CHUNK_BATCHES = 50
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
     if args.eval:
-        from groundproxy.models.train.ce_eval import run_eval
+        from training.ce_eval import run_eval
 
         run_eval(args)
     else:

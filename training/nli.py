@@ -4,7 +4,7 @@ Only ``nli-permissive.jsonl.gz`` trains a shipped model (its sets are MIT, Apach
 BSD-3, CC BY-SA 4.0 or C-UDA licensed: see that folder's README); the restricted file is
 refused here unless ``research=True`` names the result a research variant.
 
-Rows become records shaped like :func:`models.train.prepare.collect_examples`'s, with
+Rows become records shaped like :func:`training.prepare.collect_examples`'s, with
 ``source`` = ``nli:<set>`` so the sampler weights each set on its own (sets differ in size
 and label balance: Breaking NLI is 87 % contradiction, MED has none). Three-way rows keep
 their ``label3``; two-way rows (``label3`` null: DocNLI, FactCG) whose label is "not
@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from groundproxy.models.train.prepare import SEED, TARGETS, in_validation
+from training.prepare import SEED, TARGETS, in_validation
 
 PERMISSIVE = "nli-permissive.jsonl.gz"
 RESTRICTED = "nli-restricted.jsonl.gz"

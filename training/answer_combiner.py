@@ -8,7 +8,7 @@ the row's context as request evidence, default policy), in rounds of ``--round``
 file so a stopped run leaves every file about equally covered. Signals are cached outside the
 repository (``~/.cache/groundproxy-bench/train-signals/``).
 
-    nice -n 5 .venv/bin/python -m models.train.answer_combiner --extract [--minutes M]
+    nice -n 5 .venv/bin/python -m training.answer_combiner --extract [--minutes M]
 
 Step 2 (seconds): a logistic combiner over the adapter's named features
 (:mod:`groundproxy.guards.adapter_features`) is fitted on every cached train row, each file
@@ -19,7 +19,7 @@ ROC-AUC); no eval row is seen. The result is written in the adapter format to
 decision served under the policy's
 ``verifier.decision: learned``).
 
-    .venv/bin/python -m models.train.answer_combiner --fit
+    .venv/bin/python -m training.answer_combiner --fit
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, fingerprint
+from training.signal_cache import CACHE, POOL_SEED, fingerprint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 # the rows each shipped verifier was trained on: its training_rows with this cap per file
 # (embedhead: 1,500 a file; the cross-encoder: every row) — the pools keep clear of them
@@ -77,7 +77,7 @@ def cache_dir() -> Path:
 @functools.cache
 def train_rows(data: Path, stem: str) -> tuple[dict[str, Any], ...]:
     """Every row of one train file (read once per run)."""
-    from groundproxy.models.train.prepare import read_jsonl
+    from training.prepare import read_jsonl
 
     return tuple(read_jsonl(data / "train" / f"{stem}.jsonl"))
 
@@ -88,7 +88,7 @@ def seen_claims(data: Path, verifier: str = "embedhead") -> frozenset[str]:
     oracle and article rows share claims (with other evidence), FEVER-Symmetric shares
     claims with FEVER-NLI — there a row whose claim was trained on with other evidence is
     in-sample too (train WiCE read ROC-AUC 0.99 without this)."""
-    from groundproxy.models.train.prepare import training_rows
+    from training.prepare import training_rows
 
     cap = CAPS[verifier]
     rows = (r for stem in SHARED_CLAIMS for r in training_rows(train_rows(data, stem), stem, cap))
@@ -100,7 +100,7 @@ def pool(data: Path, stem: str, verifier: str = "embedhead") -> tuple[dict[str, 
     """The file's out-of-sample rows (context never seen by the verifier's training), in a
     seeded order, at most ``POOLS[stem]``: a combiner fitted on the verifier's in-sample
     scores would learn to trust them far too much (train WiCE: ROC-AUC 0.99 in-sample)."""
-    from groundproxy.models.train.prepare import training_rows
+    from training.prepare import training_rows
 
     # contexts the verifier was trained on (their synthetic pairs were made from them too;
     # the shipped verifier was prepared with prepare's default --cap and --val-frac)
@@ -294,7 +294,7 @@ def fit(data: Path, out: Path, verifier: str = "embedhead") -> dict[str, Any]:
         "intercept": float(m.intercept_[0]),
         "threshold": float(threshold),
         "fit": {
-            "data": "../shared/data/train (seeded pools, models.train.answer_combiner.POOLS)",
+            "data": "../shared/data/train (seeded pools, training.answer_combiner.POOLS)",
             "n": len(y),
             "feature_set": set_name,
             "C": c,

@@ -1,9 +1,9 @@
 """Fit the embedhead verifier on prepared features, export ONNX (fp32 + int8), write meta.
 
-    nice -n 10 .venv/bin/python -m models.train.fit [--work /tmp/gp-embedhead]
+    nice -n 10 .venv/bin/python -m training.fit [--work /tmp/gp-embedhead]
         [--out models/embedhead]
 
-Reads what ``models.train.prepare`` wrote (TRAIN data only). Candidates — a linear softmax
+Reads what ``training.prepare`` wrote (TRAIN data only). Candidates — a linear softmax
 and MLPs — are trained with the same loss: cross-entropy on the three labels, and for rows
 that only say "not supported" (label_hallucinated = 1 without label3) −log(P(contra) +
 P(unverif)). Every source weighs ∝ √(its rows), split equally between supported and not,
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from groundproxy.models.features import MAX_CANDIDATES, N_FEATURES, SCALAR_NAMES
 
 SEED = 20240611
-OUT_DEFAULT = Path(__file__).resolve().parents[1] / "embedhead"
+OUT_DEFAULT = Path(__file__).resolve().parents[1] / "models" / "embedhead"
 Arr = npt.NDArray[Any]
 
 

@@ -1,22 +1,22 @@
 """Pack what one short accelerator run needs, and unpack what it gives back.
 
-The device machine (see models/train/gpu_train.sh) receives only the working tree and the
+The device machine (see training/gpu_train.sh) receives only the working tree and the
 folders named in ``carry`` (64 MiB in all), has no network, and returns at most 8 files of
 16 MiB each. So, here:
 
-    .venv/bin/python -m models.train.gpu_pack pack      # writes .gpu/ (ignored by git)
+    .venv/bin/python -m training.gpu_pack pack      # writes .gpu/ (ignored by git)
 
 puts into ``.gpu/``: ``train.tar.xz`` and ``eval.tar.xz`` (``../shared/data``, read there,
 never committed), ``minilm.tar.xz`` (the packaged all-MiniLM-L6-v2 backbone with fp16
 weights: 44 MB instead of 87) and ``whl/`` (the pure-Python packages the device image lacks,
 pinned as in requirements.lock). After the run:
 
-    .venv/bin/python -m models.train.gpu_pack unpack FILES_AT [--out DIR]
+    .venv/bin/python -m training.gpu_pack unpack FILES_AT [--out DIR]
 
 joins the returned weight parts (``ce.fp16.safetensors.part-*``) into a loadable checkpoint
 folder (default ``ce-gpu`` in groundproxy's cache, outside the repository) with the config
 and tokenizer of the backbone, the manifest and the eval table, ready for
-``models.train.cross_encoder --eval --onnx --ckpt DIR`` here or as the ``--backbone`` of a
+``training.cross_encoder --eval --onnx --ckpt DIR`` here or as the ``--backbone`` of a
 further (CPU) plan.
 """
 
@@ -31,9 +31,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from groundproxy.models.train.prepare import DEFAULT_DATA
+from training.prepare import DEFAULT_DATA
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PACK = REPO / ".gpu"
 PART_BYTES = 15 * 1024 * 1024
 # pure-Python (or cp312) wheels the device image lacks; versions as in requirements.lock
@@ -138,11 +138,11 @@ def unpack(files_at: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from groundproxy.models.train.cross_encoder import default_checkpoint
+    from training.cross_encoder import default_checkpoint
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("pack", help="write .gpu/ for models/train/gpu_train.sh")
+    p = sub.add_parser("pack", help="write .gpu/ for training/gpu_train.sh")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     s = sub.add_parser("split", help="(on the device) fp16 weight parts of a checkpoint")
     s.add_argument("ckpt", type=Path)

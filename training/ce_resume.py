@@ -1,4 +1,4 @@
-"""Resumable cross-encoder training state (models.train.cross_encoder).
+"""Resumable cross-encoder training state (training.cross_encoder).
 
 A run with a step plan (``--steps N``) saves its whole state — weights, AdamW moments, the
 step reached, the examples seen, the wall time spent — into ``<out>/resume/`` every

@@ -2,7 +2,7 @@
 rows; write ``models/<verifier>/calibration.json`` (the served uncertainty then becomes the
 calibrated P(the verdict is wrong): :class:`groundproxy.guards.uncertainty.Calibration`).
 
-    .venv/bin/python -m models.train.calibration --verifier crossencoder [--rows 50]
+    .venv/bin/python -m training.calibration --verifier crossencoder [--rows 50]
         [--method threshold|platt] [--balanced] [--data ../shared/data] [--out FILE]
 
 No verifier ships one: on held-out train rows the calibrated P(wrong) ranks the verifiers'
@@ -11,7 +11,7 @@ errors worse than the decision margin (``python -m bench.calibration``; figures 
 ``min_uncertainty`` then reads that scale (under ``threshold`` P(wrong) is at most 1/2).
 
 Rows: of each train file, the rows whose context neither shipped verifier trained on (the
-prepare step's held-out split, :func:`groundproxy.models.train.prepare.in_validation`; in the
+prepare step's held-out split, :func:`training.prepare.in_validation`; in the
 files that share claims, the rows whose claim was not trained on with other evidence either),
 in a seeded order, at most ``--rows`` a file (the rows ``bench.calibration`` reads). Each
 row's answer goes through stage 1 by the serve path (the row's context as request evidence,
@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.guards import CAL_EPS, CAL_METHODS, Calibration, Verified
-from groundproxy.models.train.signal_cache import CACHE, POOL_SEED, content_key
+from training.signal_cache import CACHE, POOL_SEED, content_key
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
@@ -67,7 +67,7 @@ class ClaimRow:
 
 def held_out(path: Path, n: int) -> list[dict[str, Any]]:
     """The file's rows neither shipped verifier trained on, seeded order, at most ``n``."""
-    from groundproxy.models.train.prepare import in_validation, training_rows
+    from training.prepare import in_validation, training_rows
 
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     seen = {str(r.get("response") or "") for r in training_rows(rows, path.stem, cap=10**9)}
@@ -235,7 +235,7 @@ def fit(rows: Sequence[ClaimRow], verifier: str, n: int, recipe: Recipe) -> dict
         "a": round(cal.a, 6),
         "b": round(cal.b, 6),
         "fit": {
-            "data": "../shared/data/train, held-out rows (models.train.calibration.held_out)",
+            "data": "../shared/data/train, held-out rows (training.calibration.held_out)",
             "rows_per_file": n,
             "threshold": recipe.tau,
             "balanced": recipe.balanced,
@@ -248,7 +248,7 @@ def fit(rows: Sequence[ClaimRow], verifier: str, n: int, recipe: Recipe) -> dict
             "ece_calibrated_leave_one_file_out": round(ece(out_of_file, truth), 4)
             if kept
             else None,
-            "command": f"python -m models.train.calibration --verifier {verifier} --rows {n} "
+            "command": f"python -m training.calibration --verifier {verifier} --rows {n} "
             f"--method {recipe.method}{balanced}",
         },
     }

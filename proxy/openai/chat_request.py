@@ -9,9 +9,9 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundproxy.errors import BadRequestError, BodyTooLargeError
-from groundproxy.proxy.bounds import ModelName
-from groundproxy.proxy.json_strict import loads_strict
-from groundproxy.proxy.openai_requests import ChatOptions
+from groundproxy.proxy.openai.bounds import ModelName
+from groundproxy.proxy.openai.json_strict import loads_strict
+from groundproxy.proxy.openai.requests import ChatOptions
 
 
 class ChatMessage(BaseModel):
@@ -133,7 +133,7 @@ def validated(model: type[M], data: dict[str, Any], messages: Mapping[str, str] 
 
 
 def checked(model: type[M], data: dict[str, Any]) -> M:
-    """``data`` checked against one of :mod:`proxy.openai_requests`' models (400 naming
+    """``data`` checked against one of :mod:`proxy.openai.requests`' models (400 naming
     the first bad field; a missing required one: "'model' is a required property")."""
     return validated(model, data, _REQUIRED)
 

@@ -2,19 +2,19 @@
 # One short accelerator run: fine-tune the cross-encoder on EVERY row of ../shared/data/train,
 # score it on the eval files, and hand back its weights — inside one device `run` (≤ 10 min).
 #
-# Here, once:   .venv/bin/python -m models.train.gpu_pack pack        # writes .gpu/ (ignored)
-# Device run:   command "bash models/train/gpu_train.sh", carry [".gpu"], timeout_s 600
-# Back here:    .venv/bin/python -m models.train.gpu_pack unpack <files_at>
-#               .venv/bin/python -m models.train.cross_encoder --eval --onnx \
+# Here, once:   .venv/bin/python -m training.gpu_pack pack        # writes .gpu/ (ignored)
+# Device run:   command "bash training/gpu_train.sh", carry [".gpu"], timeout_s 600
+# Back here:    .venv/bin/python -m training.gpu_pack unpack <files_at>
+#               .venv/bin/python -m training.cross_encoder --eval --onnx \
 #                   --ckpt ~/.cache/groundproxy/ce-gpu            # CPU int8 figures, ms/pair
 #
 # Knobs (env): MINUTES (training time box, default 5), STEPS (the step plan, default 6000),
 # BATCH (default 128), LR (default 5e-5), CAP (rows per train file, 0 = all), LIMIT (eval
 # rows per file, default 400), PACK (default .gpu), RUNS (plans trained side by side, below),
 # THREADS (CPU threads per run). A dry run on a CPU:
-#   PACK=.gpu CAP=40 STEPS=4 BATCH=4 LIMIT=20 THREADS=1 OUT=/tmp/gp-out bash models/train/gpu_train.sh
+#   PACK=.gpu CAP=40 STEPS=4 BATCH=4 LIMIT=20 THREADS=1 OUT=/tmp/gp-out bash training/gpu_train.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 MINUTES=${MINUTES:-5}
 STEPS=${STEPS:-6000}
 BATCH=${BATCH:-128}
@@ -50,11 +50,11 @@ pids=()
 for run in $RUNS; do
   IFS=: read -r name steps lr extra <<<"$run"
   (
-    python3 -m groundproxy.models.train.cross_encoder --data "$WORK/data" --cap "$CAP" \
+    python3 -m training.cross_encoder --data "$WORK/data" --cap "$CAP" \
       --steps "$steps" --minutes "$MINUTES" --batch-size "$BATCH" --lr "$lr" \
       --threads "$THREADS" --backbone "$WORK/minilm" --out "$WORK/ckpt-$name" $bf16 $extra \
       >"$WORK/$name.log" 2>&1
-    python3 -m groundproxy.models.train.cross_encoder --eval --ckpt "$WORK/ckpt-$name" \
+    python3 -m training.cross_encoder --eval --ckpt "$WORK/ckpt-$name" \
       --data "$WORK/data" --limit "$LIMIT" --threads "$THREADS" >>"$WORK/$name.log" 2>&1
   ) &
   pids+=($!)
@@ -89,5 +89,5 @@ echo "best run by validation mean ROC-AUC: $best" | tee -a "$OUT/train.log"
 cp "$WORK/runs.json" "$OUT/"
 cp "$WORK/ckpt-$best/config.json" "$WORK/ckpt-$best/ce_manifest.json" \
   "$WORK/ckpt-$best/ce_eval.json" "$OUT/"
-python3 -m groundproxy.models.train.gpu_pack split "$WORK/ckpt-$best" "$OUT"
+python3 -m training.gpu_pack split "$WORK/ckpt-$best" "$OUT"
 ls -la "$OUT"

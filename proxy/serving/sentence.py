@@ -49,7 +49,8 @@ from groundproxy.guards import (
     response_schema,
 )
 from groundproxy.policies.loader import LoadedPolicy
-from groundproxy.proxy.protocol import ChatCompletionRequest
+from groundproxy.proxy.openai.chat_request import ChatCompletionRequest
+from groundproxy.proxy.openai.shape import wants_usage
 from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
@@ -60,22 +61,11 @@ from groundproxy.proxy.serving.judging import (
     keep_label,
     second_opinion,
 )
-from groundproxy.proxy.serving.openai_shape import is_json_request, wants_usage
 from groundproxy.proxy.streaming.pacing import Paced
 from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
 from groundproxy.proxy.upstream.client import StreamDelta, Upstream, UpstreamStream, resolve_model
 
 log = structlog.get_logger(__name__)
-
-
-def wants_sentence_mode(req: ChatCompletionRequest, loaded: LoadedPolicy) -> bool:
-    """Sentence mode: a streamed request, a guarded policy with ``stream: sentence``, n ≤ 1,
-    no JSON ``response_format`` (JSON is guarded whole, in buffer mode)."""
-    extra = req.passthrough()
-    n = extra.get("n")
-    single = n is None or (isinstance(n, int) and n <= 1)
-    sentence = loaded.policy.stream == "sentence" and loaded.policy.guard
-    return req.stream and sentence and single and not is_json_request(extra)
 
 
 class SentenceGuard:
@@ -240,5 +230,4 @@ __all__ = [
     "StreamDelta",
     "open_sentence_stream",
     "sentence_events",
-    "wants_sentence_mode",
 ]
