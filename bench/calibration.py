@@ -58,6 +58,7 @@ from groundproxy.guards.ladder import Rungs
 from groundproxy.guards.stages import Verified, climb, decide
 from groundproxy.guards.types import ClaimResult
 from groundproxy.guards.uncertainty import Calibration, answer_risk
+from groundproxy.proxy.offline import eval_policy, zero_shot_decision
 from training.calibration import (
     ClaimRow,
     Recipe,
@@ -66,7 +67,6 @@ from training.calibration import (
     fit_rows,
     labelled_claims,
 )
-from groundproxy.proxy.offline import eval_policy, zero_shot_decision
 
 VERIFIERS = ("embedhead", "crossencoder", "ladder")
 RECIPES = (
