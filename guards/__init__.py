@@ -21,8 +21,10 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 from groundproxy.guards.action import (
     apply,
     apply_adapted,
+    decide_answer,
     disabled_report,
     failure_report,
+    refused_on_guard_error,
     unmade_edits,
 )
 from groundproxy.guards.adapter import Adapter, ZeroShotRecord, read_adapter, read_record
@@ -41,6 +43,8 @@ from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.choices import combined as combined_choices
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.decide import model_threshold, resolve_threshold
+from groundproxy.guards.decision_inputs import InForce
+from groundproxy.guards.decision_inputs import Segment as InAnswer
 from groundproxy.guards.failures import admission, budget_error, overload_error, shed_error
 from groundproxy.guards.json_claims import (
     claim_text,
@@ -115,6 +119,8 @@ __all__ = [
     "CostMeter",
     "ErrorRanker",
     "Escalated",
+    "InAnswer",
+    "InForce",
     "JudgeSummary",
     "JudgeVerdict",
     "Judged",
@@ -149,6 +155,7 @@ __all__ = [
     "combined_choices",
     "conformal_threshold",
     "coverage",
+    "decide_answer",
     "decide_claims",
     "disabled_report",
     "dropped_note",
@@ -172,6 +179,7 @@ __all__ = [
     "parse_logprobs",
     "read_adapter",
     "read_record",
+    "refused_on_guard_error",
     "report_body",
     "report_headers",
     "resolve_threshold",

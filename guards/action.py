@@ -85,14 +85,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from groundproxy.errors import GroundproxyError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import answer_features
 from groundproxy.guards.decide import rendered_trust, trust_score
+from groundproxy.guards.decision_inputs import InForce, Rendered
+from groundproxy.guards.decision_inputs import Segment as Segment  # re-exported
 from groundproxy.guards.failures import DISABLED, unverified_report
-from groundproxy.guards.rewrite import Cited, rewrite_text
+from groundproxy.guards.judged import Judged, JudgeSummary, failed
+from groundproxy.guards.rewrite import rewrite_text
 from groundproxy.guards.sentences import Stop
 from groundproxy.guards.stages import Verified, decide
 from groundproxy.guards.types import (
@@ -168,14 +170,6 @@ def claim_action(r: ClaimResult, policy: Policy, act: ActFn | None = None) -> Cl
 # --- rows 7-9: the returned text ------------------------------------------------------------
 
 
-@dataclass
-class Rendered:
-    text: str
-    trust: float | None  # T of the returned text; None when blocked
-    action: AnswerAction
-    blocked: bool
-
-
 def refuse(results: Sequence[ClaimResult], policy: Policy) -> Rendered:
     """A blocked answer: the refusal, every claim ``blocked``."""
     for r in results:
@@ -229,16 +223,6 @@ def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: 
 
 
 # --- rows 6-11 together: stage 2 ---------------------------------------------------------
-
-
-@dataclass
-class Segment:
-    """Where a streamed piece stands in its answer (``stream: sentence``): citation
-    numbers continue in ``cited``; ``prior`` holds the claims already sent (the trust
-    floor judges the answer so far)."""
-
-    cited: Cited = field(default_factory=dict)
-    prior: Sequence[ClaimResult] = ()
 
 
 def apply(
@@ -355,6 +339,51 @@ def apply_adapted(
     return report
 
 
+# --- the decision: every verified answer or piece ends here ----------------------------------
+
+
+def decide_answer(
+    verified: Verified,
+    policy: Policy,
+    judged: Judged | None = None,
+    in_force: InForce | None = None,
+    segment: Segment | None = None,
+) -> GuardReport:
+    """The one decision of a verified answer (or streamed piece: ``segment``): the judge's
+    verdicts when it judged a claim (:func:`settle`), else the adapter in force (rows 4-5;
+    never per piece), else the verdicts (rows 6-11); with the judge's figures."""
+    if judged is not None and judged.summary.escalated:
+        return settle(verified, policy, judged.results, judged.summary, segment)
+    if in_force is not None and segment is None:
+        report = apply_adapted(
+            verified, policy, in_force.adapter, in_force.alignment, in_force.logprobs
+        )
+    else:
+        report = apply(verified, policy, segment)
+    if judged is not None:
+        report.judge = judged.summary.as_dict()
+    return report
+
+
+def settle(
+    verified: Verified,
+    policy: Policy,
+    results: list[ClaimResult],
+    summary: JudgeSummary,
+    segment: Segment | None = None,
+) -> GuardReport:
+    """Stage 2 on the judged verdicts (final for the claims judged), with the judge's
+    figures; ``on_guard_error: block`` refuses when the judge could not be heard."""
+    report = apply(verified, policy, segment, results=results)
+    report.judge = summary.as_dict()
+    report.latency_ms += summary.ms  # the judge's time is guard time (x-groundproxy-latency-ms)
+    refused = failed(summary) and not report.blocked
+    if refused and refused_on_guard_error(report, policy, policy.actions.refusal):
+        for r in report.claims:
+            r.action = "blocked"
+    return report
+
+
 # --- rows 1-3 and 11: answers the guard did not verify ----------------------------------------
 
 
@@ -371,11 +400,21 @@ def failure_report(
     ``on_guard_error: block``."""
     reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
     report = unverified_report(answer, policy, reason, halt=halt)
-    if policy.on_guard_error == "block":
-        report.text = policy.actions.refusal
-        report.action = "block"
-        report.blocked = True
+    refused_on_guard_error(report, policy, policy.actions.refusal)
     return report
+
+
+def refused_on_guard_error(report: GuardReport, policy: Policy, text: str) -> bool:
+    """Rows 3 and 11 and the judge's failure, decided here once: under ``on_guard_error:
+    block`` an answer the guard could not vouch for is refused (``text`` — the refusal, or
+    the verified head and the refusal — returned, the answer ``block``); else left as is.
+    Returns whether it was refused."""
+    if policy.on_guard_error != "block":
+        return False
+    report.text = text
+    report.action = "block"
+    report.blocked = True
+    return True
 
 
 def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> GuardReport:
@@ -387,11 +426,7 @@ def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> Guar
     if report.blocked:
         return report
     report.unverified = True
-    if policy.on_guard_error == "block":
-        report.text += "\n\n" + policy.actions.refusal
-        report.action = "block"
-        report.blocked = True
-    else:
+    if not refused_on_guard_error(report, policy, report.text + "\n\n" + policy.actions.refusal):
         report.text += tail
         report.action = "unverified"
     return report
