@@ -405,10 +405,8 @@ def failure_report(
 
 
 def refused_on_guard_error(report: GuardReport, policy: Policy, text: str) -> bool:
-    """Rows 3 and 11 and the judge's failure, decided here once: under ``on_guard_error:
-    block`` an answer the guard could not vouch for is refused (``text`` — the refusal, or
-    the verified head and the refusal — returned, the answer ``block``); else left as is.
-    Returns whether it was refused."""
+    """Rows 3, 11 and the judge's failure, decided here once: is an answer the guard could
+    not vouch for refused (``on_guard_error: block``: ``text`` returned, action ``block``)?"""
     if policy.on_guard_error != "block":
         return False
     report.text = text
