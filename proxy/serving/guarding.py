@@ -8,7 +8,6 @@ parts (:func:`assemble_guard`).
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +16,6 @@ from typing import Unpack
 import structlog
 
 from groundproxy.errors import GroundproxyError
-from groundproxy.guards import disabled_report
 from groundproxy.guards.types import Embedder, GuardReport, Verifier
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.metrics import Metrics
@@ -27,7 +25,6 @@ from groundproxy.proxy.serving.judging import JudgeService, rate_limiter
 from groundproxy.proxy.serving.pipeline import (
     Context,
     GuardPipeline,
-    Piece,
     VerifyOptions,
     off_loop,
 )
@@ -133,27 +130,6 @@ class GuardService(GuardPipeline):
         finally:
             if not held.detached:
                 held.release()
-
-    async def guard(
-        self,
-        answer: str,
-        question: str | None,
-        context: Sequence[tuple[str, str]],
-        policy: Policy,
-        logprobs: object = None,
-    ) -> GuardReport:
-        """One whole answer (buffer mode) through the pipeline (:meth:`run`); budget and
-        errors per the policy; ``logprobs``: the upstream's, when it sent them."""
-        if not policy.guard:
-            self.parts.metrics.observe_unguarded(policy.tenant)
-            return await off_loop(disabled_report, answer, policy)
-        piece = Piece(answer, question, context, policy, logprobs)
-        report = await self.run(piece)
-        self.observe(policy, report, time.perf_counter() - piece.started)
-        return report
-
-    def observe(self, policy: Policy, report: GuardReport, seconds: float) -> None:
-        self.parts.metrics.observe_guard(policy.tenant, report, seconds)
 
 
 def build_guard(

@@ -52,6 +52,7 @@ from groundproxy.guards import (
     budget_error,
     decide_answer,
     decide_claims,
+    disabled_report,
     evidence_fn,
     failure_report,
     overload_error,
@@ -143,6 +144,27 @@ class GuardPipeline:
         self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter)
         self.judge = judge  # the second opinion on escalated claims (proxy.serving.judging)
         self.labels = labels  # judge.labels: judged answers become the tenant's labels
+
+    async def guard(
+        self,
+        answer: str,
+        question: str | None,
+        context: Context,
+        policy: Policy,
+        logprobs: object = None,
+    ) -> GuardReport:
+        """One whole answer (buffer mode) through the pipeline (:meth:`run`); budget and
+        errors per the policy; ``logprobs``: the upstream's, when it sent them."""
+        if not policy.guard:
+            self.parts.metrics.observe_unguarded(policy.tenant)
+            return await off_loop(disabled_report, answer, policy)
+        piece = Piece(answer, question, context, policy, logprobs)
+        report = await self.run(piece)
+        self.observe(policy, report, time.perf_counter() - piece.started)
+        return report
+
+    def observe(self, policy: Policy, report: GuardReport, seconds: float) -> None:
+        self.parts.metrics.observe_guard(policy.tenant, report, seconds)
 
     async def run(self, piece: Piece) -> GuardReport:
         """Every stage for ``piece``: its report. A whole answer whose adapter cannot be
