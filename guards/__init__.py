@@ -21,9 +21,11 @@ from the modules behind it (``tests/test_architecture.py`` checks that).
 from groundproxy.guards.action import (
     apply,
     apply_adapted,
+    decide_answer,
     disabled_report,
     failure_report,
     no_claims_report,
+    refused_on_guard_error,
     unmade_edits,
 )
 from groundproxy.guards.adapter import Adapter, ZeroShotRecord, read_adapter, read_record
@@ -42,6 +44,8 @@ from groundproxy.guards.cache import CachingVerifier, VerdictCache
 from groundproxy.guards.choices import combined as combined_choices
 from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
 from groundproxy.guards.decide import model_threshold, resolve_threshold
+from groundproxy.guards.decision_inputs import InForce
+from groundproxy.guards.decision_inputs import Segment as InAnswer
 from groundproxy.guards.failures import admission, budget_error, overload_error, shed_error
 from groundproxy.guards.json_claims import (
     claim_text,
@@ -126,6 +130,8 @@ __all__ = [
     "CostMeter",
     "ErrorRanker",
     "Escalated",
+    "InAnswer",
+    "InForce",
     "JudgeSummary",
     "JudgeVerdict",
     "Judged",
@@ -160,6 +166,7 @@ __all__ = [
     "combined_choices",
     "conformal_threshold",
     "coverage",
+    "decide_answer",
     "decide_claims",
     "disabled_report",
     "dropped_note",
@@ -184,6 +191,7 @@ __all__ = [
     "parse_logprobs",
     "read_adapter",
     "read_record",
+    "refused_on_guard_error",
     "report_body",
     "report_headers",
     "resolve_threshold",

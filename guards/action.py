@@ -57,42 +57,34 @@ row   situation                                  answer       claims → returne
                                                  made
 ====  =========================================  ===========  ============================
 
-Row 8's ``by_verifier``: the verifier's P(contradicted) is not proof enough to delete
-words — on 900 HaluEval TRAIN pairs (seed 99) its removals hit 12 right summaries for 15
-wrong ones (0.92–0.98 on both). Such a claim stays ``contradicted`` (trust score,
-headers) and is flagged; a value rule's mismatch or a judge's quoted verdict removes it.
-Nor does it trip row 10 (issue 40: a claim about another catalogue item, contradicted by
-the verifier alone, blocked a whole stream at its first sentence).
+Row 8's ``by_verifier``: the verifier's P(contradicted) is not proof enough to delete words
+(on 900 HaluEval TRAIN pairs its removals hit 12 right summaries for 15 wrong ones): such a
+claim stays ``contradicted`` and is flagged, and does not trip row 10. ``disputed``
+(guards.judge_merge): a judge that disagrees with a value rule's mismatch never overturns
+it; the claim is flagged (both said), neither removed nor corrected, and skips row 10.
+Row 10 judges what the client would get and needs evidence *against* the answer (a floor
+over unverifiable claims blocked 30 % of HaluEval's correct answers; bench/rewrite.py).
 
-``disputed`` (guards.judge_merge): the judge never overturns a value rule's mismatch; when
-it disagrees, the rule's verdict stays and the claim is flagged (both said in its
-explanation), neither removed nor corrected, and it does not trip row 10.
-
-Row 10 judges what the client would get (an answer whose one wrong value was corrected is
-not blocked for the value it no longer states) and needs evidence *against* the answer: a
-low T made only of unverifiable claims is what ``actions.unverifiable`` handles; blocking
-it hides right answers the evidence merely fails to cover (on HaluEval, context mode, an
-unconditional floor blocked 30% of the correct answers; bench/rewrite.py).
-
-A streamed answer (``stream: sentence``, :mod:`guards.streamed`) goes through the same
-rows per piece (:class:`Segment`): row 9 removes the piece instead (the rest may stand)
-and blocks at the stream's end only when every claim of the answer was removed; row 10
-judges the answer so far. A ``block`` cannot recall what was sent: the rest is withheld
-and the refusal sent in its place.
+A streamed answer (``stream: sentence``, :mod:`guards.streamed`) goes through the same rows
+per piece (:class:`Segment`): row 9 removes the piece (blocking at the end only when every
+claim was removed), row 10 judges the answer so far; a ``block`` withholds the rest and
+sends the refusal (what was sent cannot be recalled).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from groundproxy.errors import GroundproxyError
 from groundproxy.guards.adapter import Adapter
 from groundproxy.guards.adapter_features import answer_features
 from groundproxy.guards.decide import rendered_trust, trust_score
+from groundproxy.guards.decision_inputs import InForce, Rendered
+from groundproxy.guards.decision_inputs import Segment as Segment  # re-exported
 from groundproxy.guards.failures import DISABLED, unverified_report
-from groundproxy.guards.rewrite import Cited, rewrite_text
+from groundproxy.guards.judged import Judged, JudgeSummary, failed
+from groundproxy.guards.rewrite import rewrite_text
 from groundproxy.guards.sentences import Stop
 from groundproxy.guards.stages import Verified, decide
 from groundproxy.guards.types import (
@@ -179,14 +171,6 @@ def claim_action(r: ClaimResult, policy: Policy, act: ActFn | None = None) -> Cl
 # --- rows 7-9: the returned text ------------------------------------------------------------
 
 
-@dataclass
-class Rendered:
-    text: str
-    trust: float | None  # T of the returned text; None when blocked
-    action: AnswerAction
-    blocked: bool
-
-
 def refuse(results: Sequence[ClaimResult], policy: Policy) -> Rendered:
     """A blocked answer: the refusal, every claim ``blocked``."""
     for r in results:
@@ -240,16 +224,6 @@ def below_floor(results: Sequence[ClaimResult], policy: Policy, returned_trust: 
 
 
 # --- rows 6-11 together: stage 2 ---------------------------------------------------------
-
-
-@dataclass
-class Segment:
-    """Where a streamed piece stands in its answer (``stream: sentence``): citation
-    numbers continue in ``cited``; ``prior`` holds the claims already sent (the trust
-    floor judges the answer so far)."""
-
-    cited: Cited = field(default_factory=dict)
-    prior: Sequence[ClaimResult] = ()
 
 
 def apply(
@@ -366,6 +340,51 @@ def apply_adapted(
     return report
 
 
+# --- the decision: every verified answer or piece ends here ----------------------------------
+
+
+def decide_answer(
+    verified: Verified,
+    policy: Policy,
+    judged: Judged | None = None,
+    in_force: InForce | None = None,
+    segment: Segment | None = None,
+) -> GuardReport:
+    """The one decision of a verified answer (or streamed piece: ``segment``): the judge's
+    verdicts when it judged a claim (:func:`settle`), else the adapter in force (rows 4-5;
+    never per piece), else the verdicts (rows 6-11); with the judge's figures."""
+    if judged is not None and judged.summary.escalated:
+        return settle(verified, policy, judged.results, judged.summary, segment)
+    if in_force is not None and segment is None:
+        report = apply_adapted(
+            verified, policy, in_force.adapter, in_force.alignment, in_force.logprobs
+        )
+    else:
+        report = apply(verified, policy, segment)
+    if judged is not None:
+        report.judge = judged.summary.as_dict()
+    return report
+
+
+def settle(
+    verified: Verified,
+    policy: Policy,
+    results: list[ClaimResult],
+    summary: JudgeSummary,
+    segment: Segment | None = None,
+) -> GuardReport:
+    """Stage 2 on the judged verdicts (final for the claims judged), with the judge's
+    figures; ``on_guard_error: block`` refuses when the judge could not be heard."""
+    report = apply(verified, policy, segment, results=results)
+    report.judge = summary.as_dict()
+    report.latency_ms += summary.ms  # the judge's time is guard time (x-groundproxy-latency-ms)
+    refused = failed(summary) and not report.blocked
+    if refused and refused_on_guard_error(report, policy, policy.actions.refusal):
+        for r in report.claims:
+            r.action = "blocked"
+    return report
+
+
 # --- rows 1-3 and 11: answers the guard did not verify ----------------------------------------
 
 
@@ -382,11 +401,19 @@ def failure_report(
     ``on_guard_error: block``."""
     reason = exc.message if isinstance(exc, GroundproxyError) else type(exc).__name__
     report = unverified_report(answer, policy, reason, halt=halt)
-    if policy.on_guard_error == "block":
-        report.text = policy.actions.refusal
-        report.action = "block"
-        report.blocked = True
+    refused_on_guard_error(report, policy, policy.actions.refusal)
     return report
+
+
+def refused_on_guard_error(report: GuardReport, policy: Policy, text: str) -> bool:
+    """Rows 3, 11 and the judge's failure, decided here once: is an answer the guard could
+    not vouch for refused (``on_guard_error: block``: ``text`` returned, action ``block``)?"""
+    if policy.on_guard_error != "block":
+        return False
+    report.text = text
+    report.action = "block"
+    report.blocked = True
+    return True
 
 
 def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> GuardReport:
@@ -398,11 +425,7 @@ def with_unverified_tail(report: GuardReport, tail: str, policy: Policy) -> Guar
     if report.blocked:
         return report
     report.unverified = True
-    if policy.on_guard_error == "block":
-        report.text += "\n\n" + policy.actions.refusal
-        report.action = "block"
-        report.blocked = True
-    else:
+    if not refused_on_guard_error(report, policy, report.text + "\n\n" + policy.actions.refusal):
         report.text += tail
         report.action = "unverified"
     return report

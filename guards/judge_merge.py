@@ -2,9 +2,8 @@
 
 :func:`merge` puts each escalated claim's outcome (:class:`guards.judge.Outcome`) into its
 :class:`ClaimResult`; :func:`summarize` counts an answer's figures (:class:`JudgeSummary`);
-:func:`settle` runs stage 2 on the judged verdicts (the judge's word is final for the
-claims it judged, so a tenant adapter's answer-level decision gives way to it) and honours
-``on_guard_error: block`` when the judge could not be heard; :func:`adapter_sure` says when
+:func:`settle` (:mod:`guards.action`, re-exported) runs stage 2 on the judged verdicts;
+the figures and the failure test are :mod:`guards.judged`'s; :func:`adapter_sure` says when
 a tenant's adapter is confident enough that nothing is escalated, :func:`zero_shot_decides`
 the same for a zero-shot decision the tenant's labels proved (``judge.labels`` feeds both:
 escalations fall as they learn); :func:`judged_label` is the label a judged answer gives.
@@ -15,16 +14,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from groundproxy.guards.action import Segment, apply
+from groundproxy.guards.action import settle
 from groundproxy.guards.adapter import Adapter, ZeroShotRecord
 from groundproxy.guards.adapter_features import answer_features
-from groundproxy.guards.judge import Outcome, SkipReason, normalized
+from groundproxy.guards.judge import Outcome, normalized
+from groundproxy.guards.judged import FAILURES, Judged, JudgeSummary, failed
 from groundproxy.guards.stages import Verified
-from groundproxy.guards.types import ClaimResult, Evidence, GuardReport
-from groundproxy.policies.schema import Policy
+from groundproxy.guards.types import ClaimResult, Evidence
+
+__all__ = [
+    "ADAPTER_GOOD", "ADAPTER_SURE", "FAILURES", "ZERO_SHOT_PROOF", "JudgeSummary", "Judged",
+    "adapter_decides", "adapter_margin", "adapter_sure", "failed", "judged_label", "merge",
+    "settle", "summarize", "zero_shot_decides",
+]  # fmt: skip
 
 # A tenant adapter decides an answer alone (nothing escalated) when it is as good as a
 # judge by its own cross-fit (``fit.oof_balanced_accuracy`` ≥ ADAPTER_GOOD) and the answer
@@ -46,8 +50,6 @@ ADAPTER_SURE = 1.0
 # from the uncertain tail never prove it (zero-shot is near chance there: 0.36-0.75), labels
 # from every answer prove it on halueval-qa only (0.878 on the held-out half).
 ZERO_SHOT_PROOF = 10
-# skip reasons that mean the judge could not be heard (on_guard_error: block refuses)
-FAILURES: frozenset[str] = frozenset({"timeout", "error", "bad_json", "rate_limit", "budget"})
 
 
 def _cited(item_evidence: Sequence[Evidence], quote: str) -> list[Evidence]:
@@ -113,45 +115,6 @@ def merge(
     return out
 
 
-@dataclass(frozen=True)
-class JudgeSummary:
-    """One answer's judge figures (header ``x-groundproxy-judge``, body, metrics)."""
-
-    escalated: int = 0
-    overturned: int = 0
-    skipped: int = 0
-    ms: float = 0.0
-    reasons: tuple[SkipReason, ...] = ()
-    model: str = ""
-    # who decided the answer alone, so that nothing was escalated: "adapter" (the tenant's
-    # adapter, sure of it) or "zero_shot" (zero-shot, proven on the tenant's labels); "" else
-    decided_by: str = ""
-    audit: bool = False  # judged although a decision would have decided it (judge.audit)
-
-    def add(self, other: JudgeSummary) -> JudgeSummary:
-        return JudgeSummary(
-            self.escalated + other.escalated,
-            self.overturned + other.overturned,
-            self.skipped + other.skipped,
-            self.ms + other.ms,
-            self.reasons + other.reasons,
-            self.model or other.model,
-            self.decided_by if self.decided_by == other.decided_by else "",
-            self.audit or other.audit,
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        reasons: dict[str, int] = {}
-        for r in self.reasons:
-            reasons[r] = reasons.get(r, 0) + 1
-        return {
-            "escalated": self.escalated, "overturned": self.overturned, "skipped": self.skipped,
-            "ms": round(self.ms, 1), "model": self.model, "skipped_reasons": reasons,
-            **({"decided_by": self.decided_by} if self.decided_by else {}),
-            **({"audit": True} if self.audit else {}),
-        }  # fmt: skip
-
-
 def summarize(merged: Sequence[ClaimResult], model: str, ms: float) -> JudgeSummary:
     """The figures of one judged answer (or piece) from its merged results."""
     judged = [r.judge for r in merged if r.judge is not None]
@@ -176,14 +139,6 @@ def judged_label(merged: Sequence[ClaimResult]) -> int | None:
     if not judged or any(r.judge is not None and "skipped" in r.judge for r in merged):
         return None
     return 0 if all(r.verdict == "supported" for r in merged) else None
-
-
-@dataclass
-class Judged:
-    """The judge step's result for one answer or piece: the merged verdicts, the figures."""
-
-    results: list[ClaimResult]
-    summary: JudgeSummary
 
 
 def adapter_sure(
@@ -232,29 +187,3 @@ def adapter_margin(adapter: Adapter, features: Mapping[str, float]) -> float:
         return 0.0
     gap = _logit(adapter.p_hallucinated(features)) - _logit(adapter.threshold)
     return abs(gap) / norm
-
-
-def failed(summary: JudgeSummary) -> bool:
-    """Did a judge call that mattered fail (timeout, error, bad JSON, rate limit, budget)?"""
-    return any(r in FAILURES for r in summary.reasons)
-
-
-def settle(
-    verified: Verified,
-    policy: Policy,
-    results: list[ClaimResult],
-    summary: JudgeSummary,
-    segment: Segment | None = None,
-) -> GuardReport:
-    """Stage 2 on the judged verdicts; the report carries the judge's figures. A tenant
-    with ``on_guard_error: block`` gets the refusal when the judge could not be heard."""
-    report = apply(verified, policy, segment, results=results)
-    report.judge = summary.as_dict()
-    report.latency_ms += summary.ms  # the judge's time is guard time (x-groundproxy-latency-ms)
-    if policy.on_guard_error == "block" and failed(summary) and not report.blocked:
-        report.blocked = True
-        report.action = "block"
-        report.text = policy.actions.refusal
-        for r in report.claims:
-            r.action = "blocked"
-    return report

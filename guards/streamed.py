@@ -1,10 +1,11 @@
 """One answer guarded piece by piece (``stream: sentence``): pure state, no I/O.
 
-The caller verifies each piece (:func:`guards.stages.verify`) and hands the result here;
-:meth:`StreamedAnswer.verified` applies the policy with the same :func:`guards.action.apply`
-as a buffered answer, in segment mode: citation numbers continue across pieces, the trust
-floor judges the answer so far. A piece that could not be verified comes as a report of
-:mod:`guards.action` (:meth:`StreamedAnswer.unverified`).
+The caller runs each piece through the guard pipeline, which decides it with the same
+:func:`guards.action.decide_answer` as a buffered answer, in segment mode
+(:meth:`StreamedAnswer.segment`), and hands the report here (:meth:`StreamedAnswer.decided`;
+:meth:`StreamedAnswer.verified` decides it itself): citation numbers continue across
+pieces, the trust floor judges the answer so far. A piece that could not be verified comes
+as a report of :mod:`guards.action` (:meth:`StreamedAnswer.unverified`).
 
 A ``block`` cannot recall what was sent: the blocked piece and all after it are withheld,
 the refusal is sent in their place, and every claim so far is marked ``blocked``.
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from groundproxy.guards.action import Segment, apply, every_claim_removed, stronger
+from groundproxy.guards.action import decide_answer, every_claim_removed, stronger
 from groundproxy.guards.decide import rendered_trust
-from groundproxy.guards.judge_merge import Judged, JudgeSummary, settle
+from groundproxy.guards.decision_inputs import Segment
+from groundproxy.guards.judged import Judged, JudgeSummary
 from groundproxy.guards.rewrite import Cited, footnote_block
 from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import AnswerAction, Claim, ClaimResult, ContextStats, GuardReport
@@ -68,11 +70,29 @@ class StreamedAnswer:
         self.original.append(text)
         return "" if self.blocked else text
 
+    def segment(self) -> Segment:
+        """Where the next piece stands: citation numbers so far, the claims already sent."""
+        return Segment(self.cited, tuple(self.results))
+
     def verified(
         self, verified: Verified, offset: int, guard_ms: float, judged: Judged | None = None
     ) -> tuple[str, GuardReport]:
-        """The text to send for a verified piece ("" once blocked), and the piece's report;
+        """The text to send for a verified piece ("" once blocked), and the piece's report
+        (the one decision, :func:`guards.action.decide_answer`, in segment mode);
         ``judged``: the judge's word on its escalated claims (guards.judge_merge)."""
+        piece = decide_answer(verified, self.policy, judged, segment=self.segment())
+        return self.decided(verified, piece, offset, guard_ms, judged), piece
+
+    def decided(
+        self,
+        verified: Verified,
+        piece: GuardReport,
+        offset: int,
+        guard_ms: float,
+        judged: Judged | None = None,
+    ) -> str:
+        """The text to send for a verified piece whose report (``piece``) was decided in
+        segment mode at :meth:`segment` ("" once blocked)."""
         self.original.append(verified.answer)
         self.guard_ms += guard_ms
         self.verifier = verified.verifier or self.verifier
@@ -80,18 +100,13 @@ class StreamedAnswer:
             if self.context is None:
                 self.context = ContextStats()
             self.context.add(verified.context)
-        segment = Segment(self.cited, tuple(self.results))
         if judged is not None:
             self.judge = judged.summary if self.judge is None else self.judge.add(judged.summary)
-        if judged is not None and judged.summary.escalated:
-            piece = settle(verified, self.policy, judged.results, judged.summary, segment)
-        else:
-            piece = apply(verified, self.policy, segment)
         self.results.extend(_shifted(piece.claims, offset))
         if piece.blocked:
-            return self._block(), piece
+            return self._block()
         self._raise_action(piece.action)
-        return piece.text, piece
+        return piece.text
 
     def unverified(self, report: GuardReport, offset: int, guard_ms: float) -> str:
         """A piece whose guard failed or ran out of time (a :mod:`guards.action` failure report)."""

@@ -8,6 +8,14 @@ and changes what it needs, e.g. the upstream::
     deps = build_deps(settings).replace(upstream=FakeUpstream(rules))
     app = build_app(settings, deps)
 
+Every part is a slot, swapped through :meth:`Deps.replace` alone: the upstream, the judge's
+client (``judge``; None: the judge shares ``upstream`` — its connections, closed with it —
+so a fake upstream answers the judge too), the embedder, the verifier registry, the storage.
+The guard (:attr:`Deps.guard`) is assembled from the slots on first use
+(:func:`proxy.serving.guarding.assemble_guard`), never building a part of its own::
+
+    deps = build_deps(settings).replace(judge=FakeJudge(verdicts(...)))
+
 The lifespan only opens them (:meth:`Deps.open`: storage connected and migrated, verifiers
 warmed up, the tenants' indexes preloaded) and closes them (:meth:`Deps.close`, last
 opened first).
@@ -16,6 +24,7 @@ opened first).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,13 +32,17 @@ import structlog
 
 from groundproxy.errors import GroundproxyError
 from groundproxy.guards import NO_LADDER
+from groundproxy.guards.types import Embedder
+from groundproxy.models.registry import VerifierRegistry
 from groundproxy.policies.loader import PolicyStore
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.clock import Clock, SystemClock
-from groundproxy.proxy.serving.guarding import GuardService, build_guard
+from groundproxy.proxy.serving.guard_build import GuardInputs, default_embedder, default_verifiers
+from groundproxy.proxy.serving.guarding import GuardService, assemble_guard
 from groundproxy.proxy.settings import Settings
 from groundproxy.proxy.storage.backends import Storage, open_storage
 from groundproxy.proxy.storage.sqlite_traces import TraceStores
+from groundproxy.proxy.upstream.judge_client import JudgeCaller, UpstreamJudge
 from groundproxy.proxy.upstream.types import Upstream
 
 log = structlog.get_logger(__name__)
@@ -39,16 +52,37 @@ log = structlog.get_logger(__name__)
 class Deps:
     """The app's dependencies (module docstring)."""
 
+    settings: Settings  # batching, guard workers, caches: how the guard is assembled
     upstream: Upstream  # the tenants' LLMs (litellm, or the direct OpenAI wire path)
     storage: Storage  # indexes, traces, calibration, labels, adapters: files or PostgreSQL
-    guard: GuardService  # embedder, verifiers, indexes, verdict cache, guard queue
+    embedder: Embedder  # the configured one (retrieval, request context, embedhead)
+    verifiers: VerifierRegistry  # the verifiers by name (models.registry)
     traces: TraceStores  # multi-step traces (from ``storage``)
     metrics: Metrics  # the app's (one per app): what the guard and the routes record
     clock: Clock
+    judge: JudgeCaller | None = None  # None: the judge shares ``upstream`` (module docstring)
 
     def replace(self, **changes: Any) -> Deps:
-        """A copy with ``changes`` (``upstream=…``, ``clock=…``, …)."""
+        """A copy with ``changes`` (``upstream=…``, ``judge=…``, ``embedder=…``, …); its
+        guard is assembled from them. Replace before the app opens the deps."""
         return dataclasses.replace(self, **changes)
+
+    def judge_caller(self) -> JudgeCaller:
+        """The judge's client: ``judge``, else one over ``upstream``'s connections."""
+        return self.judge if self.judge is not None else UpstreamJudge(self.upstream)
+
+    @functools.cached_property
+    def guard(self) -> GuardService:
+        """The guard over these slots (assembled once, on first use)."""
+        inputs = GuardInputs(
+            embedder=self.embedder,
+            verifiers=self.verifiers,
+            storage=self.storage,
+            judge=self.judge_caller(),
+            labels=self.storage,
+            metrics=self.metrics,
+        )
+        return assemble_guard(self.settings, inputs)
 
     def open(self, policies: PolicyStore) -> list[str]:
         """At start-up, in a worker thread: connect the storage (PostgreSQL: migrate), warm
@@ -77,6 +111,7 @@ class Deps:
         """Close what :meth:`open` and :func:`build_deps` opened, last opened first; one
         that fails to close is logged, the others still close."""
         closers = (
+            ("judge", self._close_judge),
             ("upstream", self._close_upstream),
             ("guard", self._close_guard),
             ("traces", self._close_traces),
@@ -93,7 +128,15 @@ class Deps:
         if close is not None:
             await close()
 
+    async def _close_judge(self) -> None:
+        """An injected judge client of its own (a shared one closes with ``upstream``)."""
+        close = getattr(self.judge, "aclose", None)
+        if close is not None:
+            await close()
+
     async def _close_guard(self) -> None:
+        if "guard" not in self.__dict__:
+            return  # never assembled: nothing started
         self.guard.close()  # the micro-batching workers
         self.guard.parts.indexes.close()
 
@@ -110,11 +153,13 @@ def build_deps(settings: Settings, metrics: Metrics | None = None) -> Deps:
 
     metrics = metrics if metrics is not None else Metrics()
     storage = open_storage(settings.data, settings.database_url)
-    guard = build_guard(settings, metrics=metrics, storage=storage, labels=storage)
+    embedder = default_embedder(settings)
     return Deps(
+        settings=settings,
         upstream=UpstreamClient(),
         storage=storage,
-        guard=guard,
+        embedder=embedder,
+        verifiers=default_verifiers(settings, embedder),
         traces=storage.traces(),
         metrics=metrics,
         clock=SystemClock(),

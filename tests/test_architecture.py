@@ -537,9 +537,6 @@ def action_choices(mods: Modules) -> list[str]:
 # decide stage, the judge's failure and the block-and-refuse path included). The test fails
 # on a new one AND on an entry that is gone: delete it here when its code moves.
 KNOWN_CHOICES_OUTSIDE_ACTION = {
-    # the judge's block-and-refuse branch (judge_merge.settle)
-    f"{PACKAGE}.guards.judge_merge: report.action = 'block'",
-    f"{PACKAGE}.guards.judge_merge: r.action = 'blocked'",
     # the sentence stream's running answer (StreamedAnswer): its start, block and unverified
     f"{PACKAGE}.guards.streamed: self.action: AnswerAction = 'none'",
     f"{PACKAGE}.guards.streamed: self.action = 'block'",

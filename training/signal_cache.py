@@ -28,6 +28,7 @@ POOL_SEED = 1234
 _SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
 _SIGNAL_FILES = (
     "proxy/serving/guarding.py",
+    "proxy/serving/pipeline.py",
     "proxy/serving/guard_build.py",
     "proxy/cli/evaluate.py",
 )

@@ -15,15 +15,16 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groundproxy.guards import VerdictCache
+from groundproxy.guards import CostMeter, VerdictCache
 from groundproxy.guards.types import Embedder, Verifier
 from groundproxy.models.batching import BatchingEmbedder, BatchingVerifier, BatchOptions
 from groundproxy.models.registry import VerifierRegistry, models_dir_for
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.admission import GuardQueue
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage
+from groundproxy.proxy.storage.backends import EmbeddedStorage, GuardStorage, LabelStorage
 from groundproxy.proxy.storage.calibration import CalibrationCache
+from groundproxy.proxy.upstream.judge_client import JudgeCaller, UpstreamJudge
 from groundproxy.retrieval.context_cache import ContextVectorCache
 from groundproxy.retrieval.storage import TenantIndexes
 
@@ -86,6 +87,18 @@ class Batching:
             w.close()
 
 
+class Meters:
+    """One :class:`CostMeter` per strong verifier name, for the life of a guard."""
+
+    def __init__(self) -> None:
+        self._meters: dict[str, CostMeter] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> CostMeter:
+        with self._lock:
+            return self._meters.setdefault(name, CostMeter())
+
+
 @dataclass
 class GuardParts:
     """What :func:`build_guard` built (see the module docstring)."""
@@ -105,6 +118,12 @@ class GuardParts:
     # The configured embedder itself (``embedder`` may be its micro-batching wrapper): what
     # the token alignment reads token states from (models.token_alignment).
     raw_embedder: Embedder | None = None
+    # The verifier ladder's strong verifiers' cost (proxy.serving.rungs), for the guard's life.
+    meters: Meters = field(default_factory=Meters)
+
+    def verifier(self, name: str) -> Verifier:
+        """The verifier ``name``, micro-batched across requests when batching is on."""
+        return self.batching.verifier(name, self.verifiers.get(name))
 
     @property
     def token_embedder(self) -> Embedder:
@@ -112,37 +131,78 @@ class GuardParts:
         return self.raw_embedder if self.raw_embedder is not None else self.embedder
 
 
-def build_parts(
+@dataclass(frozen=True)
+class GuardInputs:
+    """What a guard is assembled from (:func:`build_parts`,
+    :func:`proxy.serving.guarding.assemble_guard`), made by the caller: the app's
+    :class:`proxy.deps.Deps`, or :func:`guard_inputs` (the CLI, benches, tests)."""
+
+    embedder: Embedder  # the configured one (micro-batched here when batching is on)
+    verifiers: VerifierRegistry
+    storage: GuardStorage  # indexes, calibration, adapters
+    judge: JudgeCaller  # the LLM judge's client (proxy.upstream.judge_client)
+    labels: LabelStorage | None = None  # judge.labels' sink (None: not kept)
+    metrics: Metrics = field(default_factory=Metrics)
+
+
+def guard_inputs(
     settings: Settings,
     *,
     embedder: Embedder | None = None,
     metrics: Metrics | None = None,
     models_dir: Path | None = None,
     storage: GuardStorage | None = None,
-) -> GuardParts:
-    """The guard's dependencies from ``settings`` (data dir, embedder name, batching).
-
-    ``embedder`` replaces the one ``settings.embedder`` names (tests, benches that share
-    one); ``models_dir`` the built-verifier folder (default: :func:`models_dir_for`).
-    """
-    metrics = metrics if metrics is not None else Metrics()
-    storage = storage if storage is not None else EmbeddedStorage(settings.data)
+    labels: LabelStorage | None = None,
+) -> GuardInputs:
+    """The parts a guard outside the app is built from, defaults from ``settings``: the
+    embedder ``settings.embedder`` names, the verifier registry over ``models_dir``
+    (default: :func:`models_dir_for`), the files under ``settings.data`` (whose feedback
+    then takes ``judge.labels``' labels unless ``labels`` is given), a judge client of its
+    own. The app's are :class:`proxy.deps.Deps`' slots instead."""
+    if storage is None:
+        storage = files = EmbeddedStorage(settings.data)
+        labels = labels or files
     if embedder is None:
-        from groundproxy.retrieval.embedder import load_embedder
+        embedder = default_embedder(settings)
+    return GuardInputs(
+        embedder=embedder,
+        verifiers=default_verifiers(settings, embedder, models_dir),
+        storage=storage,
+        judge=UpstreamJudge(),
+        labels=labels,
+        metrics=metrics if metrics is not None else Metrics(),
+    )
 
-        embedder = load_embedder(settings.embedder, settings.cache)
-    batching = Batching(settings.batch_window_ms, settings.batch_max, metrics)
-    # the configured embedder goes into the verifiers that embed (embedhead); they batch
-    # their own calls, so they get it unwrapped
+
+def default_embedder(settings: Settings) -> Embedder:
+    """The embedder ``settings.embedder`` names (loaded: heavy)."""
+    from groundproxy.retrieval.embedder import load_embedder
+
+    return load_embedder(settings.embedder, settings.cache)
+
+
+def default_verifiers(
+    settings: Settings, embedder: Embedder, models_dir: Path | None = None
+) -> VerifierRegistry:
+    """The verifier registry over the built-verifier folder; the configured embedder goes
+    into the verifiers that embed (embedhead), unwrapped (they batch their own calls)."""
     folder = models_dir or models_dir_for(settings.data, settings.models_dir)
-    verifiers = VerifierRegistry(folder, embedder=embedder)
-    raw, embedder = embedder, batching.embedder(embedder)
+    return VerifierRegistry(folder, embedder=embedder)
+
+
+def build_parts(settings: Settings, inputs: GuardInputs) -> GuardParts:
+    """The guard's parts from ``inputs`` and ``settings`` (batching, queue, caches); builds
+    no model, storage or client of its own."""
+    metrics = inputs.metrics
+    batching = Batching(settings.batch_window_ms, settings.batch_max, metrics)
+    raw = inputs.embedder
+    embedder = batching.embedder(raw)
     parts = GuardParts(
         embedder=embedder,
         raw_embedder=raw,
-        verifiers=verifiers,
-        indexes=storage.indexes(embedder),
-        calibrations=storage.calibrations(),
+        verifiers=inputs.verifiers,
+        indexes=inputs.storage.indexes(embedder),
+        calibrations=inputs.storage.calibrations(),
         batching=batching,
         metrics=metrics,
         queue=GuardQueue(_workers(settings)),

@@ -1,4 +1,5 @@
-"""The judge step between the guard's two stages (:mod:`guards.judge` holds the logic).
+"""The judge's call and merge for the pipeline's judge stage (:mod:`proxy.serving.pipeline`;
+:mod:`guards.judge` holds the logic, :mod:`guards.action` the decision that follows).
 
 :class:`JudgeService` takes stage 1's output and the verifier's verdicts, escalates the
 claims the policy's ``judge`` block picks, answers what it can from its cache, makes ONE
@@ -24,14 +25,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
 
 import anyio
 import structlog
 
 from groundproxy.errors import RateLimitError, UpstreamTimeoutError
 from groundproxy.guards import (
-    Adapter,
     BadJudgement,
     Escalated,
     Judged,
@@ -40,10 +39,8 @@ from groundproxy.guards import (
     Outcome,
     SkipReason,
     Verified,
-    adapter_sure,
     cache_key,
     checked,
-    decide_claims,
     escalation,
     judge_messages,
     judged_label,
@@ -51,8 +48,6 @@ from groundproxy.guards import (
     parse_judgement,
     response_format,
     summarize,
-    verified_logprobs,
-    zero_shot_decides,
 )
 from groundproxy.guards.types import ClaimResult, GuardReport
 from groundproxy.policies.schema import Policy
@@ -66,7 +61,6 @@ from groundproxy.proxy.serving.judge_limits import (
     rate_limiter,
     scrubbed,
 )
-from groundproxy.proxy.storage.adapters import AdapterCache
 from groundproxy.proxy.storage.feedback import CALLER, Labelled
 from groundproxy.proxy.storage.judge_labels import JudgeLabels, label_context
 from groundproxy.proxy.upstream.judge_client import JudgeCall, JudgeCaller, judge_upstream
@@ -115,7 +109,6 @@ class JudgeCache:
 __all__ = [
     "JudgeAllowance", "JudgeCache", "JudgeService", "RateLimiter", "SharedRateLimiter",
     "audited", "current_allowance", "judge_allowance", "keep_label", "rate_limiter",
-    "second_opinion",
 ]  # fmt: skip
 
 
@@ -233,68 +226,6 @@ def _skip(items: Sequence[Escalated], reason: SkipReason, ms: float = 0.0) -> di
     return {it.index: Outcome(skipped=reason, ms=ms) for it in items}
 
 
-class Guarding(Protocol):
-    """What the judge step needs of :class:`proxy.serving.guarding.GuardService`."""
-
-    judge: JudgeService | None
-    labels: JudgeLabels | None
-    adapters: AdapterCache | None
-
-    def decision(self, policy: Policy, verifier: str) -> Adapter | None: ...
-
-    def alignment(self, verified: Verified) -> list[tuple[float, float, float]] | None: ...
-
-
-def _candidates(
-    guard: Guarding, verified: Verified, policy: Policy, logprobs: object
-) -> tuple[list[ClaimResult], str]:
-    """The verifier's verdicts, and who decides the answer alone so that nothing is
-    escalated: "adapter" (the decision in force — a tenant adapter or the shipped one — is
-    sure of it), "zero_shot" (the tenant's zero-shot record proves zero-shot, and it is sure
-    of every claim), or "" (escalate as the policy says)."""
-    results = decide_claims(verified, policy)
-    found = guard.decision(policy, verified.verifier)
-    if found is None:
-        proof = None
-        if guard.adapters is not None and policy.verifier.decision == "every_claim":
-            proof = guard.adapters.zero_shot_for(policy.tenant, verified.verifier)
-        return results, "zero_shot" if proof and zero_shot_decides(proof, results) else ""
-    alignment = guard.alignment(verified) if found.uses_tokens else None
-    sure = verified_logprobs(verified, logprobs) if found.uses_logprobs else None
-    return results, "adapter" if adapter_sure(found, verified, results, alignment, sure) else ""
-
-
-async def second_opinion(
-    guard: Guarding,
-    verified: Verified,
-    policy: Policy,
-    started: float,
-    logprobs: object = None,
-    hold_s: float | None = None,
-) -> Judged | None:
-    """The judge step for one answer or piece whose stage 1 began at ``started``
-    (``time.perf_counter()``): None when the policy escalates nothing; else the judged
-    verdicts, within what the latency budget leaves (and ``hold_s``, a sentence's
-    ``max_hold_ms``)."""
-    if guard.judge is None or policy.judge.escalate == "none":
-        return None
-    call = functools.partial(_candidates, guard, verified, policy, logprobs)
-    results, decided_by = await anyio.to_thread.run_sync(call)
-    audit = bool(decided_by) and audited(policy, results)
-    if decided_by and not audit:
-        model = policy.judge.model or policy.upstream.model
-        return Judged(results, JudgeSummary(model=model, decided_by=decided_by))
-    left = policy.latency_budget_ms / 1000.0 - (time.perf_counter() - started)
-    if hold_s is not None:
-        left = min(left, hold_s)
-    if not audit:
-        return await guard.judge.judge(verified, results, policy, left)
-    every = policy.model_copy(update={"judge": policy.judge.model_copy(update={"escalate": "all"})})
-    judged = await guard.judge.judge(verified, results, every, left)
-    judged.summary = dataclasses.replace(judged.summary, audit=True)
-    return judged
-
-
 def audited(policy: Policy, results: Sequence[ClaimResult]) -> bool:
     """Is this answer, which a decision would decide alone, in the ``judge.audit`` share?
     Picked by a hash of the tenant and the claims (the same answer is picked every time)."""
@@ -307,7 +238,7 @@ def audited(policy: Policy, results: Sequence[ClaimResult]) -> bool:
 
 
 async def keep_label(
-    guard: Guarding,
+    labels: JudgeLabels | None,
     policy: Policy,
     report: GuardReport,
     question: str | None,
@@ -319,7 +250,7 @@ async def keep_label(
     context is the evidence its claims cite (:mod:`proxy.storage.judge_labels`), not the
     request's whole ``context``. A failure to store it is logged, never the client's
     problem."""
-    if not policy.judge.labels or guard.labels is None or report.judge is None:
+    if not policy.judge.labels or labels is None or report.judge is None:
         return
     label = judged_label(report.claims)
     judged = [r.judge for r in report.claims if r.judge is not None and "verdict" in r.judge]
@@ -336,7 +267,5 @@ async def keep_label(
         context=label_context(report.claims), claims=claims or None,
         source="judge", key=CALLER.get(),  # caused by a client key: label_count caps it
     )  # fmt: skip
-    keep = functools.partial(
-        guard.labels.keep, policy.tenant, item, policy.judge.max_label_store_bytes
-    )
+    keep = functools.partial(labels.keep, policy.tenant, item, policy.judge.max_label_store_bytes)
     await anyio.to_thread.run_sync(keep)

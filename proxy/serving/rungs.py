@@ -16,12 +16,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import structlog
 
 from groundproxy.errors import GroundproxyError, ModelLoadError
-from groundproxy.guards import NO_LADDER, CachingVerifier, CostMeter, Rungs
+from groundproxy.guards import NO_LADDER, CachingVerifier, Rungs
 from groundproxy.guards.types import Pair, Probs, Verifier
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.serving.guard_build import GuardParts
@@ -29,15 +28,6 @@ from groundproxy.proxy.serving.guard_build import GuardParts
 log = structlog.get_logger(__name__)
 
 WARM_PAIR = Pair("The warranty lasts 12 months.", "The warranty lasts 12 months from purchase.")
-
-
-class Guard(Protocol):
-    """What the ladder needs of :class:`proxy.serving.guarding.GuardService`."""
-
-    parts: GuardParts
-    meters: Meters
-
-    def verifier(self, name: str) -> Verifier: ...
 
 
 class Unavailable:
@@ -96,18 +86,6 @@ class LoadOnUse:
             return self._verifier
 
 
-class Meters:
-    """One :class:`CostMeter` per strong verifier name, for the life of a guard."""
-
-    def __init__(self) -> None:
-        self._meters: dict[str, CostMeter] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> CostMeter:
-        with self._lock:
-            return self._meters.setdefault(name, CostMeter())
-
-
 def strong_name(policy: Policy) -> str | None:
     """The policy's strong rung, or None when its ladder is off."""
     name = policy.verifier.ladder.strong
@@ -115,27 +93,27 @@ def strong_name(policy: Policy) -> str | None:
 
 
 def rungs_for(
-    guard: Guard, policy: Policy, fast: Verifier, cache: bool, deadline: float | None
+    parts: GuardParts, policy: Policy, fast: Verifier, cache: bool, deadline: float | None
 ) -> Rungs:
     """Stage 1's verifiers for one answer under ``policy`` (module docstring); ``cache``:
     the strong verifier behind the tenant's verdict cache, as the fast one is."""
     name = strong_name(policy)
     if name is None or name == fast.name:  # the fast rung is the strong one: nothing to climb
         return Rungs(fast)
-    strong: Verifier = LoadOnUse(name, lambda: guard.verifier(name))
+    strong: Verifier = LoadOnUse(name, lambda: parts.verifier(name))
     if cache:  # a verifier that cannot be loaded caches nothing: its score raises
-        strong = CachingVerifier(strong, guard.parts.verdict_cache, policy.tenant)
-    meter = guard.meters.get(name)
+        strong = CachingVerifier(strong, parts.verdict_cache, policy.tenant)
+    meter = parts.meters.get(name)
     return Rungs(fast, strong, deadline, meter, time.monotonic)
 
 
-def warm_strong(guard: Guard, names: Sequence[str]) -> list[str]:
+def warm_strong(parts: GuardParts, names: Sequence[str]) -> list[str]:
     """Load the strong verifiers the policies name and time one pair each (their cost meter
     starts from it); a bad name is reported, not fatal (its ladders mark ``error``)."""
     errors: list[str] = []
     for name in names:
         try:
-            verifier = guard.verifier(name)
+            verifier = parts.verifier(name)
             verifier.score([WARM_PAIR])  # the first run of a session is slower
             started = time.perf_counter()
             verifier.score([WARM_PAIR])
@@ -144,5 +122,5 @@ def warm_strong(guard: Guard, names: Sequence[str]) -> list[str]:
             errors.append(exc.message)
             log.error("verifier_not_loaded", verifier=name, error=exc.message)
             continue
-        guard.meters.get(name).observe(ms, 1)
+        parts.meters.get(name).observe(ms, 1)
     return errors

@@ -31,7 +31,6 @@ Only choice 0 is guarded sentence by sentence; requests with ``n > 1`` use buffe
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -43,7 +42,6 @@ from groundproxy.guards import (
     SentenceSegmenter,
     StreamedAnswer,
     TokenQueue,
-    Verified,
     parse_json_answer,
     report_body,
     response_schema,
@@ -55,12 +53,8 @@ from groundproxy.proxy.serving.admission import Reservation
 from groundproxy.proxy.serving.call import Asked, Scope
 from groundproxy.proxy.serving.guarding import GuardService
 from groundproxy.proxy.serving.json_answer import JsonHold, guard_json
-from groundproxy.proxy.serving.judging import (
-    current_allowance,
-    judge_allowance,
-    keep_label,
-    second_opinion,
-)
+from groundproxy.proxy.serving.judging import current_allowance, judge_allowance
+from groundproxy.proxy.serving.pipeline import Piece
 from groundproxy.proxy.streaming.pacing import Paced
 from groundproxy.proxy.streaming.sse import ChunkWriter, StreamEnd, sse, until_failure
 from groundproxy.proxy.upstream.client import StreamDelta, Upstream, UpstreamStream, resolve_model
@@ -91,24 +85,22 @@ class SentenceGuard:
         self.judging = current_allowance(loaded.policy)
 
     async def piece(self, seg: Segment) -> str:
-        """The text to send for one segment ("" when it is withheld)."""
+        """The text to send for one segment ("" when it is withheld): the segment through
+        the guard pipeline (:meth:`GuardService.run`) as a piece of the answer so far."""
         state = self.answer
         if state.blocked or not seg.verify or not any(ch.isalnum() for ch in seg.text):
             return state.passthrough(seg.text)
-        started = time.perf_counter()
-        checked = await self.guard.check(
-            seg.text, self.question, self.context, self.policy, self.reservation
-        )
-        if isinstance(checked, Verified):  # metrics: once per answer (sentence_events)
-            hold_s = self.policy.max_hold_ms / 1000.0  # a sentence waits this long for its judge
-            with judge_allowance(self.judging):
-                judged = await second_opinion(
-                    self.guard, checked, self.policy, started, None, hold_s
-                )
-            ms = (time.perf_counter() - started) * 1000.0
-            return state.verified(checked, seg.offset, ms, judged)[0]
-        seconds = time.perf_counter() - started
-        return state.unverified(checked, seg.offset, seconds * 1000.0)
+        piece = Piece(
+            seg.text, self.question, self.context, self.policy, segment=state.segment(),
+            hold_s=self.policy.max_hold_ms / 1000.0,  # a sentence waits this long for its judge
+            reservation=self.reservation,
+        )  # fmt: skip
+        with judge_allowance(self.judging):
+            report = await self.guard.run(piece)  # metrics: once per answer (sentence_events)
+        ms = piece.guard_s * 1000.0
+        if piece.verified is None:
+            return state.unverified(report, seg.offset, ms)
+        return state.decided(piece.verified, report, seg.offset, ms, piece.judged)
 
 
 async def open_sentence_stream(
@@ -207,7 +199,7 @@ async def sentence_events(
     if on_report is not None:
         await on_report(report)
     # judge.labels: the whole streamed answer, judged piece by piece, is one label
-    await keep_label(guard, loaded.policy, report, guarded.question, guarded.context)
+    await guard.keep_label(loaded.policy, report, guarded.question, guarded.context)
     finish = "content_filter" if report.blocked else (out.finish or "stop")
     verdict = report_body(report, loaded.policy_id)
     if (note := tally.note()) is not None:  # beside a request-context note (report_body)

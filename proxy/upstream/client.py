@@ -169,24 +169,38 @@ def upstream_kwargs(
 class UpstreamClient(Upstream):
     """Calls the tenant's upstream; one instance per process (litellm pools connections)."""
 
-    def __init__(self, max_body_bytes: int | None = None) -> None:
+    def __init__(
+        self, max_body_bytes: int | None = None, owner: UpstreamClient | None = None
+    ) -> None:
         self._litellm = import_litellm()
         self._wire_client: WireUpstream | None = None
         self._max_body = max_body_bytes  # the direct wire's cap on a plain answer's body
+        self._owner = owner  # capped(): the client whose connections this one shares
+
+    def capped(self, max_body_bytes: int) -> UpstreamClient:
+        """A client over this one's connections (litellm's, the direct wire's pool) whose
+        plain answers' bodies are read up to ``max_body_bytes`` (the judge's,
+        :mod:`proxy.upstream.judge_client`); closing this client closes them."""
+        return UpstreamClient(max_body_bytes, owner=self)
 
     def _wire(self, upstream: UpstreamPolicy, model: str) -> WireUpstream | None:
         """The direct OpenAI-wire client, when the policy's transport picks it for ``model``."""
         if not uses_wire(upstream, model):
             return None
         if self._wire_client is None:
-            self._wire_client = WireUpstream(self._max_body)
+            if self._owner is None:
+                self._wire_client = WireUpstream(self._max_body)
+            elif (shared := self._owner._wire(upstream, model)) is not None:
+                # the owner's pool, this client's body cap
+                self._wire_client = shared.capped(self._max_body) if self._max_body else shared
         return self._wire_client
 
     async def aclose(self) -> None:
-        """Close the direct client's connections (litellm's pool lives with the process)."""
-        if self._wire_client is not None:
+        """Close the direct client's connections (litellm's pool lives with the process); a
+        :meth:`capped` client leaves them to its owner."""
+        if self._wire_client is not None and self._owner is None:
             await self._wire_client.aclose()
-            self._wire_client = None
+        self._wire_client = None
 
     async def _acompletion(self, kwargs: dict[str, Any]) -> Any:
         """``litellm.acompletion``, retried once when a pooled connection was dropped

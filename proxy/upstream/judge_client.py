@@ -69,15 +69,18 @@ def _json_object(json_schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class UpstreamJudge:
-    """:class:`JudgeCaller` over an :class:`Upstream` (made on first use when not given:
-    the litellm client, which the server has imported by then). An endpoint that refuses
-    ``response_format`` json_schema is asked once more with ``json_object`` (and the schema
-    beside it; the JSON is checked by guards.judge either way), and remembered. An answer
-    over :data:`MAX_JUDGE_BYTES` (the body on the direct wire, read no further; the content on
-    any transport) raises ``upstream_error``: its claims are skipped ``error``."""
+    """:class:`JudgeCaller` over an :class:`Upstream`: the app's (``Deps.upstream``, whose
+    connections it shares — its ``capped`` view when it has one, closed with it at
+    shutdown), or — not given — a litellm client of its own, made on first use (the CLI's
+    guard). An endpoint that refuses ``response_format`` json_schema is asked once more with
+    ``json_object`` (and the schema beside it; the JSON is checked by guards.judge either
+    way), and remembered. An answer over :data:`MAX_JUDGE_BYTES` (the body on the direct
+    wire, read no further; the content on any transport) raises ``upstream_error``: its
+    claims are skipped ``error``."""
 
     def __init__(self, upstream: Upstream | None = None) -> None:
-        self._upstream = upstream
+        capped = getattr(upstream, "capped", None)  # the same connections, the judge's cap
+        self._upstream: Upstream | None = capped(MAX_JUDGE_BYTES) if capped else upstream
         self._json_object: set[tuple[str | None, str]] = set()  # (api_base, model)
 
     def _client(self) -> Upstream:

@@ -213,11 +213,20 @@ class WireUpstream(Upstream):
     """The :class:`~proxy.upstream.types.Upstream` of ``transport: openai`` (module
     docstring); one per process, its connection pool shared by every tenant using it."""
 
-    def __init__(self, max_body_bytes: int | None = None) -> None:
-        self._client = httpx.AsyncClient(transport=BoundedErrorTransport(inner=_pool))
+    def __init__(
+        self, max_body_bytes: int | None = None, client: httpx.AsyncClient | None = None
+    ) -> None:
+        # ``client``: another WireUpstream's (:meth:`capped`): one connection pool, closed
+        # by its owner
+        self._client = client or httpx.AsyncClient(transport=BoundedErrorTransport(inner=_pool))
         # a plain (not streamed) answer's body is read up to this many bytes (decoded), a
         # longer one refused before it is parsed (the judge's client sets it)
         self._max_body = max_body_bytes
+
+    def capped(self, max_body_bytes: int) -> WireUpstream:
+        """This client's connection pool, plain answers' bodies read up to
+        ``max_body_bytes`` (the judge's); closing this one closes the pool too."""
+        return WireUpstream(max_body_bytes, self._client)
 
     async def aclose(self) -> None:
         await self._client.aclose()
