@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +21,23 @@ import pytest
 
 from groundproxy.models.embedhead_verifier import MODEL_DIR
 from groundproxy.models.train import nli
-from groundproxy.models.train.prepare import NLI_HELD, in_validation
+from groundproxy.models.train.prepare import in_validation
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
 SLICE = DATA / "nli" / "nli-permissive.jsonl.gz"
+NLI_HELD = "nli_held"  # the split of the NLI rows held back (prepare.NLI_HELD)
+
+
+def run(module: str, *args: str) -> None:
+    """``python -m models.train.<module> ARGS`` from the repository root (the real CLI)."""
+    cmd = [sys.executable, "-m", f"models.train.{module}", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from groundproxy.models.train.prepare import main
-
     root = tmp_path_factory.mktemp("embedhead-nli")
     data = root / "data"
     (data / "train").mkdir(parents=True)
@@ -37,8 +46,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
         rows = random.Random(f"embedhead-nli:{name}").sample(lines, 40)
         (data / "train" / name).write_text("\n".join(rows) + "\n", encoding="utf-8")
     work = root / "work"
-    main(["--data", str(data), "--work", str(work), "--synth-per-source", "5",
-          "--val-frac", "0.3", "--nli", str(SLICE), "--nli-cap", "0"])  # fmt: skip
+    run("prepare", "--data", str(data), "--work", str(work), "--synth-per-source", "5",
+        "--val-frac", "0.3", "--nli", str(SLICE), "--nli-cap", "0")  # fmt: skip
     return work
 
 
@@ -77,11 +86,9 @@ def test_prepare_adds_nli_pairs_as_training_rows_never_validation_rows(prepared:
 def test_fit_weighs_nli_sets_reports_them_apart_and_compares_with_the_shipped_head(
     prepared: Path, tmp_path: Path
 ) -> None:
-    from groundproxy.models.train.fit import main
-
     out = tmp_path / "head"
-    main(["--work", str(prepared), "--out", str(out), "--candidates", "linear",
-          "--linear-epochs", "2", "--nli-share", "0.5", "--baseline", str(MODEL_DIR)])  # fmt: skip
+    run("fit", "--work", str(prepared), "--out", str(out), "--candidates", "linear",
+        "--linear-epochs", "2", "--nli-share", "0.5", "--baseline", str(MODEL_DIR))  # fmt: skip
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     training = meta["training"]
     assert training["n_train_nli"] > 0 and training["nli_share"] == 0.5
@@ -98,15 +105,16 @@ def test_fit_weighs_nli_sets_reports_them_apart_and_compares_with_the_shipped_he
     cmp = meta["comparison"]
     assert set(cmp["baseline"]["per_source"]) == set(cmp["new"]["per_source"])
     assert {"fever-nli", "halueval-qa"} <= set(cmp["new"]["per_source"])
-    assert cmp["baseline"]["threshold"] == json.loads((MODEL_DIR / "meta.json").read_text())[
-        "threshold"
-    ]
+    assert (
+        cmp["baseline"]["threshold"]
+        == json.loads((MODEL_DIR / "meta.json").read_text())["threshold"]
+    )
     assert (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file()
 
     # without NLI rows (same features): no NLI training row, same validation rows
     plain = tmp_path / "plain"
-    main(["--work", str(prepared), "--out", str(plain), "--candidates", "linear",
-          "--linear-epochs", "2", "--nli-sets", "none"])  # fmt: skip
+    run("fit", "--work", str(prepared), "--out", str(plain), "--candidates", "linear",
+        "--linear-epochs", "2", "--nli-sets", "none")  # fmt: skip
     plain_meta = json.loads((plain / "meta.json").read_text(encoding="utf-8"))
     assert plain_meta["training"]["n_train_nli"] == 0
     assert plain_meta["training"]["n_val"] == training["n_val"]
