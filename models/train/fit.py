@@ -206,7 +206,9 @@ def run_onnx(path: Path, x: Arr) -> Arr:
     return np.asarray(sess.run(["probs"], {"features": x.astype(np.float32)})[0])
 
 
-def nli_report(meta: list[dict[str, Any]], held: Arr, probs: Arr) -> dict[str, dict[str, float]]:
+def nli_report(
+    meta: list[dict[str, Any]], held: list[int], probs: Arr
+) -> dict[str, dict[str, float]]:
     """Figures on the held-back NLI rows (``held``: their indices into ``meta``; ``probs``
     their three-way probabilities), per set: rows, three-way accuracy where the set has
     ``label3``, ROC-AUC of P(supported) for "not entailed"."""
