@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
-from training.fit import run_onnx
+from training.onnx_head import run_onnx
 
 Arr = npt.NDArray[Any]
 GRID = np.round(np.arange(0.50, 0.995, 0.01), 2)

@@ -1,7 +1,8 @@
 """Fit the embedhead verifier on prepared features, export ONNX (fp32 + int8), write meta.
 
     nice -n 10 .venv/bin/python -m training.fit [--work /tmp/gp-embedhead]
-        [--out models/embedhead]
+        [--out models/embedhead] [--nli-share 0.3] [--nli-sets all]
+        [--baseline models/embedhead]
 
 Reads what ``training.prepare`` wrote (TRAIN data only). Candidates — a linear softmax
 and MLPs — are trained with the same loss: cross-entropy on the three labels, and for rows
@@ -12,6 +13,16 @@ per-source ROC-AUC on the held-out validation contexts wins; the decision thresh
 P(supported) is the one maximizing mean per-source balanced accuracy on that validation
 split. The network is written to ONNX by hand (MatMul/Add/Relu/Softmax, the input
 input standardization as explicit Sub/Mul nodes) and quantized with onnxruntime dynamic int8.
+
+NLI rows (``prepare --nli``, issue 42) are training rows only: each NLI set is a source of
+its own, weighed like a train/ source (∝ √rows, half per class: Breaking NLI's 87 %
+contradiction and MED's lack of it do not tilt the head); ``--nli-share`` then rescales
+them to that share of the total weight (default: no rescaling), ``--nli-sets`` keeps only
+the named sets (``none``: fit without them, on the same features). The rows nli.py held
+back (split ``nli_held``) are reported on their own — three-way accuracy where the set has
+``label3``, ROC-AUC of P(supported) — and never choose anything. ``--baseline DIR`` scores
+another head's fp32 ONNX (e.g. the shipped one) on the same validation rows, at its own
+threshold, beside the new one (``comparison`` in meta.json).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.models.features import MAX_CANDIDATES, N_FEATURES, SCALAR_NAMES
+from training.onnx_head import export_onnx, run_onnx
 
 SEED = 20240611
 OUT_DEFAULT = Path(__file__).resolve().parents[1] / "models" / "embedhead"
@@ -138,75 +150,111 @@ def train_candidate(
     return net, best[1], best[0]
 
 
-def export_onnx(net: Any, mean: Arr, std: Arr, path: Path) -> None:
-    """Write the MLP as a plain ONNX graph (standardize, then MatMul/Add/Relu, Softmax)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+def nli_report(
+    meta: list[dict[str, Any]], held: list[int], probs: Arr
+) -> dict[str, dict[str, float]]:
+    """Figures on the held-back NLI rows (``held``: their indices into ``meta``; ``probs``
+    their three-way probabilities), per set: rows, three-way accuracy where the set has
+    ``label3``, ROC-AUC of P(supported) for "not entailed"."""
+    out: dict[str, dict[str, float]] = {}
+    sets = np.array([meta[i]["source"] for i in held])
+    for name in sorted(set(sets.tolist())):
+        m = sets == name
+        recs = [meta[i] for i, keep in zip(held, m, strict=True) if keep]
+        d: dict[str, float] = {"n": float(m.sum())}
+        if all(r.get("three_way") for r in recs):
+            target = np.array([r["target"] for r in recs])
+            d["three_way_accuracy"] = round(float((probs[m].argmax(axis=1) == target).mean()), 4)
+        h = np.array([r["hallucinated"] for r in recs])
+        if len(set(h.tolist())) == 2:
+            d["roc_auc"] = round(_auc(h, 1.0 - probs[m, 0]), 4)
+        out[name] = d
+    return out
 
-    linears = [m for m in net if m.__class__.__name__ == "Linear"]
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    # standardization stays an explicit Sub/Mul: folding 1/std into the first MatMul
-    # would give it a few huge columns and ruin per-tensor int8 weight quantization
-    inits += [
-        numpy_helper.from_array(mean.astype(np.float32), "MEAN"),
-        numpy_helper.from_array((1.0 / std).astype(np.float32), "INV_STD"),
+
+def source_weights(source: Arr, halluc: Arr, rows: Arr, nli_share: float | None) -> Arr:
+    """Per-row training weights over the ``rows`` mask: each source ∝ √(its rows), half
+    per binary class; with ``nli_share`` the ``nli:*`` sources then hold that share."""
+    weight = np.zeros(len(source))
+    for s in sorted(set(source[rows].tolist())):
+        ms = rows & (source == s)
+        total = np.sqrt(ms.sum())
+        for h in (0, 1):
+            mh = ms & (halluc == h)
+            if mh.sum():
+                weight[mh] = total / 2.0 / mh.sum()
+    if nli_share is not None:
+        from training.nli import mixed_weights
+
+        w = np.zeros(len(source))
+        w[rows] = mixed_weights(source[rows].tolist(), weight[rows] / weight[rows].sum(), nli_share)
+        weight = w
+    return weight
+
+
+def compare_baseline(
+    baseline: Path, x_va: Arr, va_src: Arr, va_h: Arr, p_new: Arr, thr_new: float
+) -> dict[str, Any]:
+    """Another head (``baseline``: a folder with meta.json + its fp32 ONNX) against the new
+    one on the same validation rows, each at its own threshold: per-source ROC-AUC and
+    balanced accuracy, their means (synthetic rows left out, as for the choice)."""
+    base_meta = json.loads((baseline / "meta.json").read_text(encoding="utf-8"))
+    p_base = run_onnx(baseline / str(base_meta["files"]["fp32"]), x_va)[:, 0]
+    lab = va_src != "synthetic"
+    out: dict[str, Any] = {"baseline": str(baseline)}
+    for name, p, thr in (
+        ("baseline", p_base, float(base_meta["threshold"])),
+        ("new", p_new, thr_new),
+    ):
+        res = per_source_metrics(va_src[lab], va_h[lab], p[lab], thr)
+        out[name] = {
+            "threshold": thr,
+            "mean_balanced_accuracy": round(
+                float(np.mean([r["balanced_accuracy"] for r in res.values()])), 4
+            ),
+            "mean_roc_auc": round(float(np.mean([r["roc_auc"] for r in res.values()])), 4),
+            "per_source": {k: {m: round(v, 4) for m, v in d.items()} for k, d in res.items()},
+        }
+    better = [
+        s
+        for s in out["new"]["per_source"]
+        if out["new"]["per_source"][s]["balanced_accuracy"]
+        > out["baseline"]["per_source"][s]["balanced_accuracy"]
     ]
-    nodes += [
-        helper.make_node("Sub", ["features", "MEAN"], ["centered"]),
-        helper.make_node("Mul", ["centered", "INV_STD"], ["standardized"]),
-    ]
-    cur = "standardized"
-    for i, lin in enumerate(linears):
-        w = lin.weight.detach().numpy().astype(np.float64).T  # (in, out)
-        b = lin.bias.detach().numpy().astype(np.float64)
-        inits += [
-            numpy_helper.from_array(w.astype(np.float32), f"W{i}"),
-            numpy_helper.from_array(b.astype(np.float32), f"B{i}"),
-        ]
-        nodes += [
-            helper.make_node("MatMul", [cur, f"W{i}"], [f"mm{i}"]),
-            helper.make_node("Add", [f"mm{i}", f"B{i}"], [f"z{i}"]),
-        ]
-        cur = f"z{i}"
-        if i < len(linears) - 1:
-            nodes.append(helper.make_node("Relu", [cur], [f"h{i}"]))
-            cur = f"h{i}"
-    nodes.append(helper.make_node("Softmax", [cur], ["probs"], axis=-1))
-    graph = helper.make_graph(
-        nodes,
-        "embedhead",
-        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", N_FEATURES])],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 3])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-
-
-def run_onnx(path: Path, x: Arr) -> Arr:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 2
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    return np.asarray(sess.run(["probs"], {"features": x.astype(np.float32)})[0])
+    out["new_better_balanced_accuracy_on"] = better
+    return out
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/gp-embedhead"))
     ap.add_argument("--out", type=Path, default=OUT_DEFAULT)
     ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--linear-epochs", type=int, default=40)
     ap.add_argument("--candidates", default="linear,mlp256,mlp512x128")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--nli-share",
+        type=float,
+        default=None,
+        help="share of the training weight on the NLI sets (default: each set weighs as a "
+        "train/ source, ∝ √rows)",
+    )
+    ap.add_argument(
+        "--nli-sets",
+        default="all",
+        help="comma-separated NLI sets to train on (names without 'nli:'), all or none",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="also score this head folder (e.g. models/embedhead) on the validation rows",
+    )
+    args = ap.parse_args(argv)
     started = time.time()
     import torch
 
@@ -220,18 +268,17 @@ def main() -> None:
     target = np.array([m["target"] for m in meta])
     halluc = np.array([m["hallucinated"] for m in meta])
     base = kind != "val_sentence"
-    tr = base & (split == "train")
+    is_nli = np.array([s.startswith("nli:") for s in source.tolist()])
+    if args.nli_sets != "all":
+        keep = {f"nli:{n}" for n in args.nli_sets.split(",") if n and n != "none"}
+        is_nli &= np.isin(source, sorted(keep))
+    fact = np.array([not s.startswith("nli:") for s in source.tolist()])
+    tr = base & (split == "train") & (fact | is_nli)
     va = base & (split == "val")
+    assert not (va & ~fact).any(), "NLI rows are never validation rows"
+    held = np.flatnonzero(is_nli & (split == "nli_held"))
 
-    # weights: each source ∝ sqrt(n), half per binary class
-    weight = np.zeros(len(meta))
-    for s in sorted(set(source[tr].tolist())):
-        ms = tr & (source == s)
-        total = np.sqrt(ms.sum())
-        for h in (0, 1):
-            mh = ms & (halluc == h)
-            if mh.sum():
-                weight[mh] = total / 2.0 / mh.sum()
+    weight = source_weights(source, halluc, tr, args.nli_share if is_nli.any() else None)
     x_tr, x_va = feats[tr], feats[va]
     mean = x_tr.mean(axis=0).astype(np.float64)
     std = x_tr.std(axis=0).astype(np.float64) + 1e-6
@@ -273,6 +320,16 @@ def main() -> None:
         p_va = torch.softmax(net(torch.from_numpy(z_va.astype(np.float32))), dim=-1).numpy()
     thr, thr_ba = best_threshold(va_src[va_lab], va_h[va_lab], p_va[va_lab, 0])
     val_metrics = per_source_metrics(va_src, va_h, p_va[:, 0], thr)
+    with torch.no_grad():
+        p_held = torch.softmax(
+            net(torch.from_numpy(((feats[held] - mean) / std).astype(np.float32))), dim=-1
+        ).numpy()
+    nli_held = nli_report(meta, held.tolist(), p_held)
+    comparison = (
+        compare_baseline(args.baseline, x_va, va_src, va_h, p_va[:, 0], thr)
+        if args.baseline is not None
+        else None
+    )
 
     # aggregation study: whole response vs min over its sentences (validation only)
     vs = kind == "val_sentence"
@@ -352,7 +409,9 @@ def main() -> None:
             },
             "int8_auc_abs_diff": parity,
             "aggregation": agg,
+            "nli_held_back": nli_held,
         },
+        "comparison": comparison,
         "training": {
             "data_files": prepare_manifest["data_files"],
             "prepare_settings": prepare_manifest["settings"],
@@ -360,7 +419,11 @@ def main() -> None:
             "prepare_cpu_s": prepare_manifest["cpu_s"],
             "fit_wall_s": round(time.time() - started, 1),
             "fit_cpu_s": round(cpu_s, 1),
+            "nli_rows": prepare_manifest.get("nli_rows", {}),
+            "nli_share": args.nli_share,
+            "nli_sets": sorted(set(source[tr & is_nli].tolist())),
             "n_train": int(tr.sum()),
+            "n_train_nli": int((tr & is_nli).sum()),
             "n_val": int(va.sum()),
             "seed": SEED,
             "epochs": args.epochs,
@@ -371,7 +434,8 @@ def main() -> None:
     (args.out / "meta.json").write_text(json.dumps(meta_out, indent=2) + "\n")
     print(
         json.dumps(
-            {k: meta_out[k] for k in ("threshold", "claims", "model", "validation")}, indent=1
+            {k: meta_out[k] for k in ("threshold", "claims", "model", "validation", "comparison")},
+            indent=1,
         )
     )
 

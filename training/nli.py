@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from training.prepare import SEED, TARGETS, in_validation
+from training.split import SEED, TARGETS, in_validation
 
 PERMISSIVE = "nli-permissive.jsonl.gz"
 RESTRICTED = "nli-restricted.jsonl.gz"

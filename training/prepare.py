@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python -m training.prepare [--data ../shared/data]
         [--cap 1500] [--synth-per-source 250] [--work /tmp/gp-embedhead]
+        [--nli ../shared/data/nli/nli-permissive.jsonl.gz --nli-cap 1500]
 
 Sources: every ``*.jsonl`` in ``<data>/train`` (``eval/`` is never read), each capped at
 ``--cap`` rows (seeded sample), plus FactCC-style synthetic triples (training.synth)
@@ -14,6 +15,15 @@ Rows are split into train / validation by context (15 % of contexts of every sou
 out), so no evidence text is shared across the split. For validation rows whose response
 has several sentences, per-sentence pairs are featurized too, to measure whether scoring
 the whole response or the minimum over its sentences works better.
+
+``--nli FILE`` (issue 42): the pairs of an NLI file (:mod:`training.nli`: a seeded
+sample of at most ``--nli-cap`` rows per set, two-way negatives as ``not_supported``) are
+featurized too, as extra TRAINING rows only: each set is a source of its own
+(``nli:<set>``, weighed by training.fit, ``--nli-share``), and the 5 % of each set's
+premises that nli.py holds back get the split ``nli_held`` — never ``val``: the model
+choice and the threshold stay on the held-out train/ contexts, and the held-back NLI rows
+are reported on their own (three-way accuracy). Only the permissive file may train a
+shipped model (the restricted one needs ``--nli-research``).
 
 Outputs under ``--work``: features.npy, meta.jsonl (one line per feature row),
 manifest_prepare.json (data file sha256s, settings, wall time).
@@ -36,10 +46,13 @@ import numpy as np
 
 from groundproxy.models.features import featurize, split_sentences
 from training.embed_cache import CachedEncoder
+from training.split import SEED as SEED
+from training.split import TARGETS as TARGETS
+from training.split import in_validation as in_validation
 from training.synth import make_synthetic
 
-TARGETS = {"supported": 0, "contradicted": 1, "unverifiable": 2, "not_supported": 3}
-SEED = 20240611
+# the split of the NLI rows nli.py holds back: reported on their own, never validation
+NLI_HELD = "nli_held"
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -49,10 +62,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _ctx_hash(text: str) -> int:
-    return int(hashlib.sha1(text.encode("utf-8")).hexdigest()[:8], 16)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -67,12 +76,6 @@ def sampled_rows(
     if len(rows) > cap:
         return random.Random(f"{SEED}:{source}").sample(list(rows), cap)
     return list(rows)
-
-
-def in_validation(context: str, val_frac: float = 0.15) -> bool:
-    """Whether a row falls in the held-out split: decided by its context (so no evidence
-    text is shared across the split)."""
-    return (_ctx_hash(context) % 1000) < val_frac * 1000
 
 
 def training_rows(
@@ -168,7 +171,25 @@ def collect_examples(
     return records, pairs, files
 
 
-def main() -> None:
+def nli_training_examples(
+    path: Path, cap: int, research: bool = False
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], dict[str, dict[str, int]]]:
+    """The pairs of NLI file ``path`` as extra training rows: (records, pairs, counts per
+    set and split). nli.py's held-back rows get the split :data:`NLI_HELD` instead of
+    ``val``, so no NLI row ever chooses a model or a threshold."""
+    from training.nli import nli_examples  # nli imports this module
+
+    records, pairs = nli_examples(path, cap, research)
+    counts: dict[str, dict[str, int]] = {}
+    for rec in records:
+        if rec["split"] != "train":
+            rec["split"] = NLI_HELD
+        per = counts.setdefault(str(rec["source"]), {"train": 0, NLI_HELD: 0})
+        per[str(rec["split"])] += 1
+    return records, pairs, counts
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--cap", type=int, default=1500)
@@ -176,12 +197,34 @@ def main() -> None:
     ap.add_argument("--val-frac", type=float, default=0.15)
     ap.add_argument("--val-sentence-rows", type=int, default=120)
     ap.add_argument("--work", type=Path, default=Path("/tmp/gp-embedhead"))
-    args = ap.parse_args()
+    ap.add_argument(
+        "--nli",
+        type=Path,
+        default=None,
+        help="also featurize this NLI file's pairs as training rows "
+        "(../shared/data/nli/nli-permissive.jsonl.gz)",
+    )
+    ap.add_argument("--nli-cap", type=int, default=1500, help="rows per NLI set (0: every row)")
+    ap.add_argument(
+        "--nli-research",
+        action="store_true",
+        help="allow the restricted NLI file (a research variant only, never shipped)",
+    )
+    args = ap.parse_args(argv)
     started = time.time()
     args.work.mkdir(parents=True, exist_ok=True)
     records, pairs, files = collect_examples(
         args.data, args.cap, args.synth_per_source, args.val_frac, args.val_sentence_rows
     )
+    data_files = {f"train/{p.name}": sha256_file(p) for p in files}
+    nli_counts: dict[str, dict[str, int]] = {}
+    if args.nli is not None:
+        nli_records, nli_pairs, nli_counts = nli_training_examples(
+            args.nli, args.nli_cap, args.nli_research
+        )
+        records, pairs = records + nli_records, pairs + nli_pairs
+        data_files[f"nli/{args.nli.name}"] = sha256_file(args.nli)
+        print(f"nli: {len(nli_pairs)} pairs from {args.nli.name}", file=sys.stderr, flush=True)
 
     from groundproxy.retrieval.embedder import load_embedder
 
@@ -192,7 +235,8 @@ def main() -> None:
         for rec in records:
             fh.write(json.dumps(rec) + "\n")
     manifest = {
-        "data_files": {f"train/{p.name}": sha256_file(p) for p in files},
+        "data_files": data_files,
+        "nli_rows": nli_counts,
         "settings": {**{k: str(v) for k, v in vars(args).items()}, "seed": SEED},
         "n_rows": len(records),
         "wall_s": round(time.time() - started, 1),
