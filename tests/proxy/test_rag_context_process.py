@@ -185,7 +185,7 @@ def test_a_hung_up_request_with_thousands_of_passages_frees_the_cpu(
         gone = _cpu_s(pid)
         time.sleep(1.5)
         spent = _cpu_s(pid) - gone
-        # the guard stops at its next check (one embedder slice, ~30 ms on a quiet core)
+        # the guard stops at its next check (one embedder slice, ~15 ms on a quiet core)
         assert spent < min(0.25, full / 4), f"{spent:.2f} CPU-s after the hang-up of {full:.2f}"
 
 
