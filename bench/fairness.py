@@ -222,7 +222,7 @@ def main() -> None:
     proxy = start_proxy(port, work / "policies", work / "data", env, log_path=work / "gp.log")
     head = (
         f"# bench.fairness {a.label} — {time.strftime('%Y-%m-%d %H:%M')} UTC, "
-        f"server {proxy.args[1:3]} from {REPO_ROOT}, env {env or '{}'}, {load()}"
+        f"groundproxy serve from {REPO_ROOT}, env {env or '{}'}, {load()}"
     )
     try:
         res = asyncio.run(phases(port, work, a, cases))

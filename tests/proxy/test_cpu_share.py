@@ -67,12 +67,15 @@ class Clock:
         return self.now
 
 
-def _checkpoint_in_thread(share: CpuShare, tenant: str, clock: Clock, at: float) -> threading.Event:
-    """A guard of ``tenant`` begun at clock ``at`` that reaches a checkpoint now (in a thread
-    of its own); the event is set once the checkpoint let it go on."""
+def _checkpoint_in_thread(
+    share: CpuShare, tenant: str, clock: Clock, at: float, deadline: threading.Event | None = None
+) -> threading.Event:
+    """A guard of ``tenant`` begun now that reaches a checkpoint once the clock reads ``at``
+    (in a thread of its own; ``deadline`` set: past its deadline); the event returned is set
+    once the checkpoint let it go on."""
     went_on = threading.Event()
     ready = threading.Event()
-    hold = threading.Event()
+    hold = deadline or threading.Event()
 
     def run() -> None:
         r = share.begin(tenant, lambda: hold.is_set())
@@ -85,7 +88,6 @@ def _checkpoint_in_thread(share: CpuShare, tenant: str, clock: Clock, at: float)
 
     threading.Thread(target=run, daemon=True).start()
     assert ready.wait(5.0)
-    went_on.hold = hold  # type: ignore[attr-defined]
     return went_on
 
 
@@ -115,11 +117,12 @@ def test_a_waiting_guard_goes_on_at_its_deadline() -> None:
     share = CpuShare(credit_s=0.3, clock=clock)
     light = share.begin("light")
     clock.now = 100.5
-    heavy_first = share.begin("heavy")  # placed 0.3 s behind light: light now waits for it
-    waiting = _checkpoint_in_thread(share, "light", clock, at=100.5)
+    heavy = share.begin("heavy")  # placed 0.3 s behind light: light now waits for it
+    deadline = threading.Event()
+    waiting = _checkpoint_in_thread(share, "light", clock, at=100.5, deadline=deadline)
     time.sleep(0.05)
     assert not waiting.is_set()
-    waiting.hold.set()  # type: ignore[attr-defined]  # its deadline: it stops waiting
+    deadline.set()  # its deadline passed: it stops waiting (and stops at that check)
     assert waiting.wait(5.0)
-    share.end(heavy_first)
+    share.end(heavy)
     share.end(light)
