@@ -40,6 +40,17 @@ POLL_S = 0.005  # a waiting guard looks again this often (others' served time gr
 _CURRENT = threading.local()  # the Run of the guard this worker thread runs, if any
 
 
+def take_turn() -> bool:
+    """A slice boundary the guard's ``halt`` does not reach (the ladder's strong rung, one
+    claim at a time): wait for the turn of the guard this thread runs, if it runs one; then
+    true when that guard should stop (its deadline)."""
+    run: Run | None = getattr(_CURRENT, "run", None)
+    if run is None or run.share is None:
+        return False
+    run.share.checkpoint(run)
+    return run.give_up()
+
+
 @dataclass(eq=False)
 class Run:
     """One guard running in its worker thread."""
