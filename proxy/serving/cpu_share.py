@@ -4,9 +4,10 @@
 run side by side, they still split the two cores — a small tenant's 70 ms guard beside
 another tenant's 8,000-word context ran ~2x slower (its ONNX calls, Python and the GIL all
 shared). Here a guard's work yields to another tenant's at every slice boundary: the guard's
-``halt`` check (embedder slices of ``SLICE_CHARS``, BM25 rows, verifier batches, claims) is a
-:meth:`CpuShare.checkpoint`, where a guard waits while a guard of a tenant that has been
-served less guard time is running.
+``halt`` check (embedder slices of ``SLICE_CHARS``, BM25 rows, verifier batches, claims; the
+ladder's strong claims through :func:`take_turn`) is a :meth:`CpuShare.checkpoint`, where a
+guard waits while a guard of a tenant that has been served less guard time is running.
+:class:`proxy.serving.admission.Ticket` begins and ends each guard's :class:`Run`.
 
 - **Served time** is the wall time a tenant's guards ran (not paused), counted per guard:
   start-time fair queuing again, now at slice granularity — a tenant's running work is
@@ -19,7 +20,9 @@ served less guard time is running.
   very check, as before: marked over budget, never unverified silently); it waits only in
   its own worker thread (a check from another thread only reads the deadline).
 
-Nothing here turns verification off: a paused guard resumes where it stopped.
+Nothing here turns verification off: a paused guard resumes where it stopped. What it cannot
+share: a slice already running (one embedder call, ~15 ms on 2 quiet cores) and the event
+loop's own work for the other tenant's requests (bodies, the upstream call).
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ request contexts, long answers) hold every other tenant's guards behind it. Here
 - a tenant with no guard running never waits for a worker held by other tenants' guards:
   when every worker is taken it gets one more (at most ``slots`` more in all, issue 40.17 —
   a tenant seen over a second ago found both workers held by a flood's 2-second guards
-  and ran past its budget). The extra thread does not share the cores with the others:
-  their guards wait for its turn at their next slice (:mod:`proxy.serving.cpu_share`).
+  and ran past its budget). The extra thread barely shares the cores with them: while its
+  tenant is the less served, their guards wait at their next slice
+  (:mod:`proxy.serving.cpu_share`).
 
 Slots are taken in the event loop (:meth:`FairSlots.acquire`) and given back when the guard
 thread really ends (:meth:`FairSlots.release_from_thread`): a guard abandoned by its caller
