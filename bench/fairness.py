@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import yaml
@@ -77,8 +77,11 @@ def _setup(work: Path, reqs: list[rq.RagRequest], up: int) -> None:
 class Probe:
     """bench.healthz_probe in a process of its own, one per phase."""
 
+    started: ClassVar[list[Probe]] = []
+
     def __init__(self, port: int, out: Path) -> None:
         self.out = out
+        Probe.started.append(self)
         cmd = [sys.executable, "-m", "bench.healthz_probe", f"http://127.0.0.1:{port}"]
         self.proc = subprocess.Popen([*cmd, str(out), "--every", "0.02"], cwd=REPO_ROOT)
 
@@ -134,11 +137,15 @@ async def phases(port: int, work: Path, a: argparse.Namespace, cases: dict[str, 
     res["healthz_alone"] = probe.end()
     big: list[rq.RagRequest] = list(cases["big"])
     done: list[dict[str, Any]] = []
+    res["flood_errors"] = []
     stop = asyncio.Event()
 
     async def flood(c: httpx.AsyncClient) -> None:
         while not stop.is_set() and big:
-            done.append(await _post(c, port, "big", big.pop()))
+            try:
+                done.append(await _post(c, port, "big", big.pop()))
+            except httpx.TransportError as exc:  # counted, printed; the flood goes on
+                res["flood_errors"].append(type(exc).__name__)
 
     probe = Probe(port, work / "healthz-flood.txt")
     began = time.perf_counter()
@@ -181,7 +188,8 @@ def report(res: dict[str, Any], a: argparse.Namespace) -> list[str]:
         f"big tenant (distinct ~8,000-word contexts, 5 claims), {a.flood} clients: "
         f"{len(big)} answered in {res['flood_s']:.1f} s, p50 {_p([r['ms'] for r in big]):.0f} "
         f"ms, unverified {sum(r['unverified'] for r in big)}/{len(big)}"
-        + ("  [ran out of distinct inputs before the end]" if res["ran_out"] else ""),
+        + ("  [ran out of distinct inputs before the end]" if res["ran_out"] else "")
+        + (f"  client errors: {res['flood_errors']}" if res["flood_errors"] else ""),
     ]
     for name in ("alone", "flood"):
         xs = res[f"healthz_{name}"]
@@ -236,6 +244,8 @@ def main() -> None:
     finally:
         stop_process(proxy)
         stop_process(upstream)
+        for probe in Probe.started:  # a run that failed leaves no prober behind
+            stop_process(probe.proc)
     lines = [head, *report(res, a)]
     print("\n".join(lines), flush=True)
     if a.out is not None:
