@@ -14,8 +14,10 @@ guard waits while a guard of a tenant that has been served less guard time is ru
   charged as it goes, so a waiting guard sees it catch up and goes on when it has.
 - **A tenant coming back** after its guards all ended is placed at most :data:`CREDIT_S` behind
   the least-served tenant running now (CFS's placement of a waking task, min_vruntime less a
-  bounded credit): a tenant whose guards are short and spaced runs ahead of a flood, while
-  one that keeps its guards running gets its share, no more — no credit is hoarded.
+  bounded credit), and at most as far ahead: a tenant whose guards are short and spaced runs
+  ahead of a flood, while one that keeps its guards running gets its share, no more — no
+  credit is hoarded, and no debt is kept either (once no guard runs at all, the served times
+  start again from zero: time a tenant ran alone is nobody's loss).
 - A guard never waits for its own tenant, nor past its own deadline (it then stops at that
   very check, as before: marked over budget, never unverified silently); it waits only in
   its own worker thread (a check from another thread only reads the deadline).
@@ -93,9 +95,11 @@ class CpuShare:
         with self._cond:
             now = self.clock()
             others = self._others(tenant, now)
-            if others and not self._runs.get(tenant):  # coming back: bounded credit
-                floor = min(others) - self.credit_s
-                self._served[tenant] = max(self._served.get(tenant, floor), floor)
+            if others and not self._runs.get(tenant):  # coming back: within the credit
+                floor = min(others)
+                own = self._served.get(tenant, floor - self.credit_s)
+                own = max(own, floor - self.credit_s)  # no credit hoarded while away,
+                self._served[tenant] = min(own, floor + self.credit_s)  # no debt kept
             run = Run(tenant, now, give_up, share=self)
             self._runs.setdefault(tenant, []).append(run)
         _CURRENT.run = run
@@ -134,6 +138,8 @@ class CpuShare:
                 runs.remove(run)
             if not runs:
                 self._runs.pop(run.tenant, None)
+            if not self._runs:  # nothing runs: time served alone is nobody's debt
+                self._served.clear()
             self._cond.notify_all()
 
     def _charge(self, run: Run, now: float) -> None:  # lock held

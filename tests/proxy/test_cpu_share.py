@@ -126,3 +126,19 @@ def test_a_waiting_guard_goes_on_at_its_deadline() -> None:
     assert waiting.wait(5.0)
     share.end(heavy)
     share.end(light)
+
+
+def test_time_a_tenant_ran_alone_is_no_debt_when_another_runs_later() -> None:
+    """Before: a tenant that ran alone for long kept its served time and, back beside a
+    newcomer, waited at every slice until the newcomer had run as long (past its budget)."""
+    clock = Clock()
+    share = CpuShare(credit_s=0.3, clock=clock)
+    alone = share.begin("a")
+    clock.now += 100.0  # "a" alone for 100 s
+    share.end(alone)
+    other = share.begin("b")  # nothing else runs: placed nowhere
+    clock.now += 1.0
+    back = share.begin("a")  # beside "b": within the credit of it, not 100 s ahead
+    assert share.served("a") == pytest.approx(share.served("b") - 0.3)
+    share.end(back)
+    share.end(other)
