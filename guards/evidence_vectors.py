@@ -6,7 +6,7 @@ sentences of the passages it keeps, in priority order. :class:`RequestVectors` a
 what this request already has, then from its ``source`` (a tenant's cache of passages seen
 before and the tenant index's sentences stored at ingest: :mod:`retrieval.context_cache`),
 and embeds the rest in slices of at most :data:`SLICE_CHARS` characters with ``halt``
-checked between them — a request given up stops within one slice (~30 ms on 2 cores) — and
+checked between them — a request given up stops within one slice (~15 ms on 2 cores) — and
 stops making new vectors once ``until`` (the budget less what the rest of the guard needs)
 or ``max_chars`` would be passed: the passages left without vectors are then simply not
 verified against (reported: "verified on the top-N passages").
@@ -31,10 +31,12 @@ from groundproxy.guards.sentences import Stop
 from groundproxy.guards.types import Embedder
 
 Vector = npt.NDArray[np.float32]
-# One embedder call per slice: ~150 word pieces, ~30 ms of fp32 MiniLM on 2 quiet cores — the
-# most a given-up request runs on, and still large enough to batch well (ONNX run overhead
-# ~8 word pieces per call, retrieval.onnx_embedder).
-SLICE_CHARS = 700
+# One embedder call per slice: ~65 word pieces, ~15 ms of fp32 MiniLM on 2 quiet cores — the
+# most a given-up request runs on, and the longest another tenant's guard shares the cores
+# with this one's before it waits its turn (proxy.serving.cpu_share: 700 characters were
+# ~100 ms on 2 busy cores, and a small tenant's guard ran beside them); still large enough to
+# batch well (ONNX run overhead ~8 word pieces per call, retrieval.onnx_embedder).
+SLICE_CHARS = 300
 # Before any slice is timed, the cost assumed per character (fp32 MiniLM, 2 busy cores).
 FIRST_S_PER_CHAR = 1e-4
 EWMA_ALPHA = 0.2

@@ -94,13 +94,16 @@ class Rungs:
     """The verifiers of one guarded answer: ``fast`` scores every claim; ``strong`` (None:
     no ladder) the unsure ones. ``deadline``: ``clock()`` time of the guard's latency budget
     end (None: only ``ladder.budget_ms`` bounds the strong rung); ``meter``: the strong
-    verifier's cost so far (None: a fresh one)."""
+    verifier's cost so far (None: a fresh one); ``halt``: checked before each claim the
+    strong rung scores, as the guard's other slices are (true: the caller gave up, the rest
+    is skipped ``budget``; the serving layer takes its turn at the cores there)."""
 
     fast: Verifier
     strong: Verifier | None = None
     deadline: float | None = None
     meter: CostMeter | None = field(default=None, compare=False)
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+    halt: Callable[[], bool] | None = field(default=None, compare=False)
 
 
 def as_rungs(verifier: Verifier | Rungs) -> Rungs:
@@ -164,6 +167,9 @@ def rescore(
     for i, pairs in todo:
         if failed:
             skipped[i] = "error"
+            continue
+        if rungs.halt is not None and rungs.halt():  # before the clock: a wait is not cost
+            skipped[i] = "budget"
             continue
         now = rungs.clock()
         if now >= end or now + meter.estimate_ms(len(pairs)) / 1000.0 > end:

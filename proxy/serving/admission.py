@@ -47,6 +47,7 @@ import structlog
 
 from groundproxy.policies.schema import Policy
 from groundproxy.proxy.metrics import Metrics
+from groundproxy.proxy.serving.cpu_share import CpuShare, Run
 from groundproxy.proxy.serving.fair import FairSlots
 
 log = structlog.get_logger(__name__)
@@ -121,10 +122,18 @@ class Ticket:
         self.started = False
         self.released = False
         self.slot = False  # holds one of the fair workers (released when its thread ends)
+        self.share: Run | None = None  # its turn at the cores while running (cpu_share)
+
+    def given_up(self) -> bool:
+        """True once the caller gave up or the deadline passed."""
+        return self.released or time.monotonic() >= self.deadline
 
     def expired(self) -> bool:
-        """True once the caller gave up or the deadline passed (checked by the guard)."""
-        return self.released or time.monotonic() >= self.deadline
+        """The guard's check between slices (its ``halt``): first its turn at the cores
+        (:meth:`CpuShare.checkpoint`, in its own thread only), then :meth:`given_up`."""
+        if self.share is not None:
+            self.queue.share.checkpoint(self.share)
+        return self.given_up()
 
     def run(self, fn: Callable[[], T]) -> T:
         """``fn`` in the worker thread; skipped if the caller already gave up."""
@@ -133,10 +142,13 @@ class Ticket:
                 raise TimeoutError("the caller gave up before the guard started")
             self.started = True
         began = time.perf_counter()
+        share = self.share = self.queue.share.begin(self.tenant, self.given_up)
         try:
             return fn()
         finally:
-            took = time.perf_counter() - began
+            self.share = None
+            self.queue.share.end(share)
+            took = time.perf_counter() - began - share.waited_s
             predicted = self.queue.cost(self.chars, self.tenant)
             self.queue.finished(took, self)
             if self.slot:
@@ -168,6 +180,7 @@ class GuardQueue:
         self._rates: dict[str, Rate] = {}  # the same, per tenant
         # workers shared by tenants (proxy.serving.fair); when each tenant was last seen
         self.slots = FairSlots(self.workers, self._others_present)
+        self.share = CpuShare()  # running guards' turns at the cores, between slices
         self._seen: dict[str, float] = {}
         self._limiter: anyio.CapacityLimiter | None = None
         self._gates: dict[str, anyio.Lock] = {}  # arrival order of a tenant's held requests

@@ -11,7 +11,13 @@ request contexts, long answers) hold every other tenant's guards behind it. Here
 - while another tenant is present (``others_present``: it has a request in flight, or had
   one within the last second), no tenant holds every worker: one is kept for the others,
   so a light request never waits for a heavy guard of another tenant to finish (guards are
-  not preempted). One tenant alone gets every worker, as before.
+  not preempted). One tenant alone gets every worker, as before;
+- a tenant with no guard running never waits for a worker held by other tenants' guards:
+  when every worker is taken it gets one more (at most ``slots`` more in all, issue 40.17 —
+  a tenant seen over a second ago found both workers held by a flood's 2-second guards
+  and ran past its budget). The extra thread barely shares the cores with them: while its
+  tenant is the less served, their guards wait at their next slice
+  (:mod:`proxy.serving.cpu_share`).
 
 Slots are taken in the event loop (:meth:`FairSlots.acquire`) and given back when the guard
 thread really ends (:meth:`FairSlots.release_from_thread`): a guard abandoned by its caller
@@ -57,8 +63,8 @@ class FairSlots:
         self._served[tenant] = max(self._served.get(tenant, 0.0), self._floor()) + seconds
 
     def _may_take(self, tenant: str) -> bool:
-        if self.busy >= self.slots:
-            return False
+        if self.busy >= self.slots:  # all taken: one more for a tenant running none
+            return self._busy[tenant] == 0 and self.busy < 2 * self.slots
         return self._busy[tenant] < max(1, self.slots - 1) or not self.others_present(tenant)
 
     def waiting(self, tenant: str | None = None) -> int:

@@ -23,6 +23,7 @@ from groundproxy.errors import GroundproxyError, ModelLoadError
 from groundproxy.guards import NO_LADDER, CachingVerifier, Rungs
 from groundproxy.guards.types import Pair, Probs, Verifier
 from groundproxy.policies.schema import Policy
+from groundproxy.proxy.serving.cpu_share import take_turn
 from groundproxy.proxy.serving.guard_build import GuardParts
 
 log = structlog.get_logger(__name__)
@@ -104,7 +105,9 @@ def rungs_for(
     if cache:  # a verifier that cannot be loaded caches nothing: its score raises
         strong = CachingVerifier(strong, parts.verdict_cache, policy.tenant)
     meter = parts.meters.get(name)
-    return Rungs(fast, strong, deadline, meter, time.monotonic)
+    # the strong rung's claims are slices too: each waits for its turn at the cores
+    # (proxy.serving.cpu_share), and none starts once the guard was given up
+    return Rungs(fast, strong, deadline, meter, time.monotonic, halt=take_turn)
 
 
 def warm_strong(parts: GuardParts, names: Sequence[str]) -> list[str]:

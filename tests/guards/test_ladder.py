@@ -162,6 +162,23 @@ def test_a_claim_the_strong_rung_would_not_finish_in_the_budget_is_skipped_marke
     assert [s.skipped for s in v.claims] == ["budget"] and strong.batches == []
 
 
+def test_the_strong_rung_checks_halt_before_each_claim_and_skips_the_rest_marked() -> None:
+    """Each strong claim is a slice: the guard's halt runs before it (where the serving layer
+    takes its turn at the cores, issue 40.17); once it says stop, the rest is skipped."""
+    strong = ScriptedVerifier(lambda p: SUPPORTED, name="strong")
+    calls: list[int] = []
+
+    def halt() -> bool:
+        calls.append(len(strong.batches))
+        return len(calls) > 1  # the caller gave up after the first claim
+
+    pol = policy(max_share=1.0)
+    v = run(f"{UNSURE_A} {UNSURE_B}", pol, Rungs(fast_verifier(), strong, halt=halt))
+    assert calls == [0, 1]  # before the first claim, and before the second
+    assert strong.batches == [1]
+    assert sorted(str(s.skipped) for s in v.claims) == ["None", "budget"]
+
+
 def test_a_failing_strong_rung_keeps_the_fast_verdicts_marked_error() -> None:
     strong = ScriptedVerifier(error=RuntimeError("model gone"), name="strong")
     pol = policy(max_share=1.0)

@@ -41,10 +41,33 @@ def test_a_cancelled_waiter_leaves_its_line_and_one_alone_takes_every_worker() -
         await slots.acquire("a", 0.1)
         await slots.acquire("a", 0.1)  # alone: both workers
         with anyio.move_on_after(0.02):
-            await slots.acquire("b", 0.1)
+            await slots.acquire("a", 0.1)
         assert slots.waiting() == 0 and slots.busy == 2
         slots.release("a")
         assert slots.busy == 1
+
+    anyio.run(go)
+
+
+def test_a_tenant_running_none_gets_a_worker_beyond_those_others_hold() -> None:
+    """Issue 40.17: a flood holding every worker (its tenant alone a second ago) no longer
+    holds a newcomer's guard until one of its guards ends; at most ``slots`` extra."""
+    slots = FairSlots(2)
+
+    async def go() -> None:
+        await slots.acquire("flood", 5.0)
+        await slots.acquire("flood", 5.0)  # alone: both workers
+        with anyio.fail_after(1.0):
+            await slots.acquire("quiet", 0.1)  # at once, beside them
+        assert slots.busy == 3
+        with anyio.move_on_after(0.12):  # its second guard waits for a worker
+            await slots.acquire("quiet", 0.1)
+        with anyio.fail_after(1.0):
+            await slots.acquire("third", 0.1)
+        assert slots.busy == 4 and slots.waiting() == 0
+        with anyio.move_on_after(0.12):  # twice the workers at most
+            await slots.acquire("fourth", 0.1)
+        assert slots.busy == 4
 
     anyio.run(go)
 
