@@ -32,15 +32,15 @@ _SIGNAL_FILES = (
     "proxy/serving/guard_build.py",
     "proxy/cli/evaluate.py",
 )
-# guards/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals record
-# the entropy, not that rank, so it does not change them either
+# guards/verdict/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals
+# record the entropy, not that rank, so it does not change them either
 _NOT_SIGNALS = (
     "guards/__init__.py",
-    "guards/adapter.py",
-    "guards/adapter_features.py",
-    "guards/judge.py",  # the judge step runs after the signals
-    "guards/judge_merge.py",
-    "guards/uncertainty.py",
+    "guards/adapter/combiner.py",
+    "guards/adapter/features.py",
+    "guards/judge/opinion.py",  # the judge step runs after the signals
+    "guards/judge/merge.py",
+    "guards/verdict/uncertainty.py",
 )
 
 
