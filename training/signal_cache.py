@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
 POOL_SEED = 1234
 # The code that produces the cached signals (the serve path up to answer_signals); the
-# adapter's aggregation and fitting (guards/adapter*.py, proxy/cli/adapt.py) are left out on
-# purpose: they run on the cached signals, so changing them must not invalidate the cache;
+# adapter's aggregation and fitting (guards/adapter/combiner.py and features.py,
+# proxy/cli/adapt.py) are left out on purpose: they run on the cached signals, so changing
+# them must not invalidate the cache;
 # so is the training code (training/, outside these folders), which the serve path never
 # imports.
 _SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
