@@ -184,7 +184,7 @@ class GuardReport:
     verifier: str = ""
     adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter.combiner)
     context: ContextStats | None = None  # what the request's context cost (None: none used)
-    judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.opinion.JudgeSummary)
+    judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.judged.JudgeSummary)
     notes: list[str] = field(default_factory=list)  # said to the client (body ``notes``)
 
     @property

@@ -5,7 +5,7 @@ or user message). Embedding all of them cost ~0.4 ms per word piece on 2 cores (
 2,000-word context: ~700 ms, past most budgets); BM25 reads each passage's words once
 (:class:`Bm25Index`, linear in the context) and scores every claim against the postings of
 its own terms only, so the embedder sees the few passages each claim can be about
-(:mod:`guards.preselect`).
+(:mod:`guards.evidence.request_evidence`).
 
 Terms are lower-cased alphanumeric words minus English stop words; BM25 with the usual
 ``k1 = 1.2``, ``b = 0.75`` and the non-negative idf ``ln(1 + (N − df + 0.5) / (df + 0.5))``.
