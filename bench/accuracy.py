@@ -13,8 +13,8 @@ context (closed domain) and P(supported) is the row's score:
   P(supported) over them. ``meta`` (default) uses what training chose on held-out
   train data (models/embedhead/meta.json ``claims``). Threshold: meta.json
   ``threshold``, chosen on held-out TRAIN contexts only.
-* ``lexical`` (guards.lexical, seeds 001/004): the context cut into the guard's sentence
-  windows (guards.context.sentence_windows), best window per response, as its constants
+* ``lexical`` (guards.verdict.lexical, seeds 001/004): the context cut into the guard's sentence
+  windows (guards.evidence.context.sentence_windows), best window per response, as its constants
   were fitted (bench/fit_lexical.py, train data only); threshold 0.5 (its fitted
   logistic decision boundary).
 
@@ -46,9 +46,9 @@ from bench.needs_data import require
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from groundproxy.guards.context import sentence_windows
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.evidence.context import sentence_windows
 from groundproxy.guards.types import Pair
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier
 from groundproxy.models.features import split_sentences
 from groundproxy.models.scoring import sample_rows, verifier_metrics

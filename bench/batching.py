@@ -26,7 +26,7 @@ import structlog
 
 from bench.needs_data import SHARED, require
 from groundproxy.guards import entities, rules
-from groundproxy.guards.cache import VerdictCache
+from groundproxy.guards.verdict.cache import VerdictCache
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.guarding import GuardService, build_guard

@@ -1,5 +1,5 @@
 """Does a calibrated P(the verdict is wrong) rank a verifier's own errors better than the
-decision margin? (issue 42 item 3; :class:`groundproxy.guards.uncertainty.Calibration`)
+decision margin? (issue 42 item 3; :class:`groundproxy.guards.verdict.uncertainty.Calibration`)
 
     python -m bench.calibration --rows 50 --eval-rows 100 --work DIR [--data ../shared/data]
 
@@ -10,7 +10,7 @@ the seeded shuffle. Each row's answer goes through stage 1 once with the fast ve
 (``bench.ladder``'s extraction, pickled per file under ``DIR/<split>``).
 
 Per file, three uncertainties, each through the guard's own decision
-(:func:`groundproxy.guards.stages.decide`):
+(:func:`groundproxy.guards.verdict.stages.decide`):
 
 - ``margin``: the decision margin (what is served without a calibration);
 - ``calibrated``: P(wrong) from the verifier's Platt calibration. On TRAIN, leave one file
@@ -20,8 +20,8 @@ Per file, three uncertainties, each through the guard's own decision
 
 for ``embedhead`` alone, ``crossencoder`` alone, and the ``ladder`` (the default policy's:
 embedhead on every claim, the crossencoder on those it is unsure of, replayed through
-:func:`groundproxy.guards.stages.climb`; both rungs calibrated, or neither). Answer level:
-the AUROC of the answer's uncertainty (:func:`groundproxy.guards.uncertainty.answer_risk`;
+:func:`groundproxy.guards.verdict.stages.climb`; both rungs calibrated, or neither). Answer level:
+the AUROC of the answer's uncertainty (:func:`groundproxy.guards.verdict.uncertainty.answer_risk`;
 entropy: its most uncertain claim's) for the zero-shot decision's errors; claim level: on
 the rows whose answer is one claim, the AUROC of the claim's uncertainty for its verdict's
 errors. Beside them, the expected calibration error (10 bins) of each verifier's P(supported)
@@ -53,11 +53,11 @@ import bench.verifier_pair as pair_bench
 from bench.ladder import Replay, ladder_policy
 from bench.text_table import table
 from bench.verifier_pair import as_b
-from groundproxy.guards.decide import DEFAULT_THRESHOLD, contradiction_bar, model_threshold
-from groundproxy.guards.ladder import Rungs
-from groundproxy.guards.stages import Verified, climb, decide
 from groundproxy.guards.types import ClaimResult
-from groundproxy.guards.uncertainty import Calibration, answer_risk
+from groundproxy.guards.verdict.decide import DEFAULT_THRESHOLD, contradiction_bar, model_threshold
+from groundproxy.guards.verdict.ladder import Rungs
+from groundproxy.guards.verdict.stages import Verified, climb, decide
+from groundproxy.guards.verdict.uncertainty import Calibration, answer_risk
 from groundproxy.proxy.offline import eval_policy, zero_shot_decision
 from training.calibration import (
     ClaimRow,

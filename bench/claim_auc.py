@@ -39,8 +39,8 @@ from sklearn.metrics import roc_auc_score
 from bench.accuracy import lexical_scores
 from bench.kshot import DATA, extract, fingerprint
 from bench.needs_data import require
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 
 P_SUPPORTED = CLAIM_FIELDS.index("p_supported")
 RAW_SUPPORTED = CLAIM_FIELDS.index("raw_supported")

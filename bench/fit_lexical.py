@@ -1,4 +1,4 @@
-"""Fit the lexical verifier's constants (guards/lexical.py) on the TRAIN files only.
+"""Fit the lexical verifier's constants (guards/verdict/lexical.py) on the TRAIN files only.
 
     .venv/bin/python bench/fit_lexical.py [--data ../shared/data] [--max-per-file N]
         [--mode chunks|pair]
@@ -9,7 +9,7 @@ batch like the pipeline does, best window kept; ``--mode pair``: the whole conte
 the query the question. For every alpha on a grid a one-feature logistic regression maps
 s to P(supported); every (dataset, label) cell weighs the same, so no file and no class
 dominates. The alpha with the best mean per-dataset balanced accuracy wins. Prints the
-constants to paste into guards/lexical.py and the train figures. ``eval/`` is never read.
+constants to paste into guards/verdict/lexical.py and the train figures. ``eval/`` is never read.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from bench.needs_data import require
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from groundproxy.guards.context import sentence_windows
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.evidence.context import sentence_windows
 from groundproxy.guards.types import Pair
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 
 ALPHAS = [round(a, 2) for a in np.linspace(0.0, 1.0, 11)]
 
@@ -122,7 +122,7 @@ def main() -> None:
     print("per-dataset balanced accuracy (best alpha):")
     for d, ba in best["per_dataset"].items():  # type: ignore[attr-defined]
         print(f"  {d:28s} {ba:.4f}")
-    print("\n# paste into guards/lexical.py")
+    print("\n# paste into guards/verdict/lexical.py")
     print(f"ALPHA = {best['alpha']}")
     print(f"SLOPE = {best['slope']:.4f}")
     print(f"INTERCEPT = {best['intercept']:.4f}")

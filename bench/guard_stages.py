@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench.answers import distinct_answers
 from bench.guard_latency import _docs, _pct
-from groundproxy.guards.claims import decompose
+from groundproxy.guards.claims.decompose import decompose
 from groundproxy.guards.pipeline import Backends, gather_evidence, run_guard
 from groundproxy.guards.types import Pair, Probs
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier

@@ -23,7 +23,7 @@ share of claims those answers carry; "calls/answer" the share of answers that co
 3. learning (``judge.labels``): a tenant's stream of answers (half the pool), each
    escalated answer's judged verdict (0.85 judge) stored as a label, the adapter refitted
    (``calibrate --fit``'s :func:`fit_combiner`) every ``--refit`` labels and gating the
-   escalation from then on (:func:`guards.judge_merge.adapter_sure`); on the other half:
+   escalation from then on (:func:`guards.judge.merge.adapter_sure`); on the other half:
    the share escalated and the cascade's balanced accuracy after each refit.
 
 ``real``: a real judge, end to end: a ``groundproxy serve`` process whose tenant's ``judge``
@@ -39,9 +39,9 @@ interpreter that has both); else ``--judge-base-url`` / ``--judge-model`` name a
         --judge-model openai/my-model --judge-key-env MY_KEY --rows 100
 
 ``train-cut``: the share of TRAIN claims at each uncertainty cut (how
-``guards.judge.DEFAULT_MIN_UNCERTAINTY`` was chosen). ``train-sure``: on TRAIN, the share of
+``guards.judge.opinion.DEFAULT_MIN_UNCERTAINTY`` was chosen). ``train-sure``: on TRAIN, the share of
 answers an adapter is sure of at each margin from its boundary and its error on them (how
-``guards.judge_merge.ADAPTER_SURE`` was chosen). For a zero-shot decision proven on the
+``guards.judge.merge.ADAPTER_SURE`` was chosen). For a zero-shot decision proven on the
 judge's labels: ``python -m bench.judge_zero`` (TRAIN too).
 """
 
@@ -61,16 +61,16 @@ from bench.judge_real import run_real
 from bench.kshot import DATA, extract
 from bench.text_table import table
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.adapter import Adapter
-from groundproxy.guards.adapter_features import features_from_signals
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.judge_merge import (
+from groundproxy.guards.adapter.combiner import Adapter
+from groundproxy.guards.adapter.features import features_from_signals
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS
+from groundproxy.guards.judge.merge import (
     ADAPTER_GOOD,
     ADAPTER_SURE,
     adapter_decides,
     adapter_margin,
 )
-from groundproxy.guards.uncertainty import decision_risk, margin_risk
+from groundproxy.guards.verdict.uncertainty import decision_risk, margin_risk
 from groundproxy.proxy.cli.adapt import balanced_accuracy, fit_combiner
 from groundproxy.proxy.serving.guarding import GuardService, build_guard
 from groundproxy.proxy.settings import Settings
@@ -98,7 +98,7 @@ def claim_uncertainty(row: Sequence[float], tau: float) -> float:
 
 
 def answer_uncertainty(signals: dict[str, Any], tau: float) -> float:
-    """The answer's served risk (:func:`guards.uncertainty.answer_risk`; 1.0: no claim)."""
+    """The answer's served risk (:func:`guards.verdict.uncertainty.answer_risk`; 1.0: no claim)."""
     claims = signals["claims"]
     if not claims:
         return 1.0
@@ -301,7 +301,7 @@ def views(folder: Path, pool: int, only: Sequence[str] | None, cached: bool) -> 
 
 
 def run_sim(args: argparse.Namespace) -> str:
-    from groundproxy.guards.judge import DEFAULT_MIN_UNCERTAINTY
+    from groundproxy.guards.judge.opinion import DEFAULT_MIN_UNCERTAINTY
 
     vs = views(args.data / "eval", args.pool, args.only, args.cached_only)
     parts = [
@@ -390,7 +390,7 @@ def _sure_cells(found: list[tuple[float, int, float]], m: float, good: float) ->
 
 
 def run_train_sure(args: argparse.Namespace) -> str:
-    """How :data:`guards.judge_merge.ADAPTER_SURE` / ``ADAPTER_GOOD`` were chosen (TRAIN)."""
+    """How :data:`guards.judge.merge.ADAPTER_SURE` / ``ADAPTER_GOOD`` were chosen (TRAIN)."""
     vs = views(args.data / "train", args.pool, args.only, args.cached_only)
     found = [e for v in vs for e in sure_errors(v)]
     rows = [

@@ -4,7 +4,7 @@
 ``calibrate --fit`` keeps the zero-shot decision (a zero-shot record, no adapter) when no
 adapter beats it on the tenant's labels; with ``judge.labels`` those labels are the judge's
 own verdicts. When the record shows zero-shot as good as a judge (balanced accuracy ≥
-``guards.judge_merge.ADAPTER_GOOD`` on ≥ ``ZERO_SHOT_PROOF`` labels), zero-shot decides the
+``guards.judge.merge.ADAPTER_GOOD`` on ≥ ``ZERO_SHOT_PROOF`` labels), zero-shot decides the
 tenant's answers alone (``judge.audit`` excepted). No per-answer cut is asked of it: the
 verifier's uncertainty barely ranks its own errors (the first table: its AUROC and
 zero-shot's error below each cut, on TRAIN).
@@ -26,8 +26,8 @@ from pathlib import Path
 from bench.judge import FileView, auc, judge_says, views
 from bench.kshot import DATA
 from bench.text_table import table
-from groundproxy.guards.judge import DEFAULT_MIN_UNCERTAINTY
-from groundproxy.guards.judge_merge import ADAPTER_GOOD, ZERO_SHOT_PROOF
+from groundproxy.guards.judge.merge import ADAPTER_GOOD, ZERO_SHOT_PROOF
+from groundproxy.guards.judge.opinion import DEFAULT_MIN_UNCERTAINTY
 from groundproxy.proxy.cli.adapt import balanced_accuracy
 from training.signal_cache import POOL_SEED
 

@@ -4,7 +4,7 @@ For each file in ``../shared/data/eval``: a seeded pool of rows (a prefix of the
 shuffle, seed 1234) is verified once by the serve path
 (:func:`groundproxy.proxy.offline.signals_of`: the row's context as request evidence, default
 policy, no tenant index), giving the adapter's signals
-(:mod:`groundproxy.guards.adapter_signals`), the zero-shot decision ("any claim not
+(:mod:`groundproxy.guards.adapter.signals`), the zero-shot decision ("any claim not
 supported") and the lexical baseline's score (the seed-001 method of ``bench/accuracy.py``,
 threshold 0.5). The signals are cached on disk, outside the repository
 (``~/.cache/groundproxy-bench/kshot/<file>-<content sha256>-<seed>-<code fingerprint>.json``,
@@ -47,9 +47,9 @@ from typing import Any
 from bench.accuracy import lexical_scores
 from bench.needs_data import SHARED, require
 from groundproxy.errors import BadRequestError
-from groundproxy.guards.adapter import read_adapter
-from groundproxy.guards.adapter_features import LEGACY_FEATURES, features_from_signals
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.adapter.combiner import read_adapter
+from groundproxy.guards.adapter.features import LEGACY_FEATURES, features_from_signals
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.models.registry import DEFAULT_VERIFIER
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.proxy.cli.adapt import Candidates, fit_combiner

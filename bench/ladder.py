@@ -7,7 +7,7 @@ the strong verifier too (:class:`bench.verifier_pair.Recorder`), both timed. Wha
 found and the strong rung's probabilities are pickled per file under ``--work`` (resumable).
 
 ``table``: for each (``min_uncertainty``, ``max_share``) of the grid, the ladder's own
-stage (:func:`groundproxy.guards.stages.climb`, the code the guard runs, with the strong
+stage (:func:`groundproxy.guards.verdict.stages.climb`, the code the guard runs, with the strong
 rung's recorded probabilities replayed and no time limit) puts the strong rung's
 probabilities in place of the fast ones for the claims it picks; the default policy then
 decides (every-claim). Balanced accuracy per file and mean, the share of claims the strong
@@ -34,12 +34,12 @@ from typing import Any
 import bench.verifier_pair as pair_bench
 from bench.accuracy import lexical_scores
 from bench.verifier_pair import Recorder, as_b, pool
-from groundproxy.guards.decide import contradiction_bar, model_threshold
-from groundproxy.guards.ladder import Rungs
-from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn
-from groundproxy.guards.stages import Verified, claim_pairs, climb, decide, verify
 from groundproxy.guards.types import Pair, Probs
+from groundproxy.guards.verdict.decide import contradiction_bar, model_threshold
+from groundproxy.guards.verdict.ladder import Rungs
+from groundproxy.guards.verdict.lexical import LexicalVerifier
+from groundproxy.guards.verdict.stages import Verified, claim_pairs, climb, decide, verify
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.policies.schema import LadderPolicy, Policy
 from groundproxy.proxy.offline import eval_policy
@@ -118,7 +118,7 @@ def ladder_row(
     row: dict[str, Any], bars: tuple[float | None, float], policy: Policy
 ) -> tuple[int, int, float]:
     """(prediction, claims the strong rung scored, its ms) of the ladder on one row, through
-    the guard's own ladder stage (:func:`groundproxy.guards.stages.climb`)."""
+    the guard's own ladder stage (:func:`groundproxy.guards.verdict.stages.climb`)."""
     v: Verified = row["verified"]
     strong = Replay(v, row["b_probs"], bars)
     laddered = climb(v, policy, Rungs(strong, strong))

@@ -7,7 +7,7 @@ same seeded sample of rows (``groundproxy eval``'s ``sample_rows``):
 - ``embedhead before``: the path before issue 30 — every sentence window of the context
   embedded, top_k by window cosine (bench.rag_stages.legacy_gather);
 - ``embedhead now``: BM25 pre-selection, only the candidates' sentences embedded, windows
-  ranked by their best sentence (guards.request_evidence);
+  ranked by their best sentence (guards.evidence.request_evidence);
 - ``lexical now``: the TF-IDF baseline of seeds 001/004 on the new path.
 
 Balanced accuracy (an answer is hallucinated when any claim is not supported), ROC-AUC (1 −

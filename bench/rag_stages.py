@@ -9,7 +9,7 @@ share of passages resent) are guarded through the served path (``GuardService.ve
   the context embedded, then the verifier embedding the chosen windows' sentences again;
   :func:`legacy_gather`, a copy of the old ``gather_evidence``);
 - ``now``: BM25 pre-selection, only the candidates' sentences embedded (cache first), a cap
-  within the budget (guards.request_evidence).
+  within the budget (guards.evidence.request_evidence).
 
 Stages (ms per request, from ``Verified.stage_ms``): split (answer → claims, context →
 windows), pre-selection, embedding (claims and context sentences), verifier, rules, rest
@@ -32,7 +32,7 @@ from typing import Any
 import groundproxy.guards.pipeline as pipeline
 from bench.rag_requests import RagRequest, rag_requests
 from groundproxy.errors import GuardTimeoutError
-from groundproxy.guards.context import context_evidence, select_evidence
+from groundproxy.guards.evidence.context import context_evidence, select_evidence
 from groundproxy.guards.types import Claim, Embedder, Evidence, EvidenceSource
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.serving.guarding import GuardService, build_guard

@@ -52,10 +52,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.needs_data import SHARED, require
-from groundproxy.guards.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
+from groundproxy.guards.claims.sentences import sentence_spans
 from groundproxy.guards.pipeline import Backends, run_guard
-from groundproxy.guards.sentences import sentence_spans
 from groundproxy.guards.types import GuardReport, Pair, Verifier
+from groundproxy.guards.verdict.lexical import ALPHA, INTERCEPT, SLOPE, LexicalVerifier
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.cli.evaluate import Row, read_rows
 from groundproxy.proxy.serving.guarding import GuardService, build_guard

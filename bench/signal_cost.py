@@ -11,7 +11,7 @@ cache), then finished both ways on that same verification, interleaved:
 - ``token alignment``: every claim's token alignment (:mod:`models.token_alignment`), what a
   tenant adapter that chose token features adds on top;
 - ``upstream logprobs``: reading a chat choice's ``logprobs`` (a token per word) and each
-  claim's mean / min over its span (:mod:`guards.logprobs`), what an adapter fitted with
+  claim's mean / min over its span (:mod:`guards.verdict.logprobs`), what an adapter fitted with
   the logprob features adds when the request asked for them.
 
 Last, what keeping token states costs the embedder (``OnnxEmbedder.keep_token_states``,

@@ -6,14 +6,14 @@ sentences. Its vectors are not MiniLM's (another space), so it can never feed th
 ``embedhead`` verifier's features; what it could replace is a *ranking*. This measures that,
 for a seeded sample of rows of every eval file (context mode, ``groundproxy eval``'s
 ``sample_rows``): each response sentence against the row's context windows
-(``guards.context.context_evidence``), ranked by MiniLM fp32 cosine (the reference), by the
+(``guards.evidence.context.context_evidence``), ranked by MiniLM fp32 cosine (the reference), by the
 static table's cosine, and by BM25 (the lexical baseline the request-context pre-selection
-uses, ``guards.bm25``):
+uses, ``guards.evidence.bm25``):
 
 - ``top-1``: the method's best window is MiniLM's best;
 - ``top-3``: overlap of the two top-3 sets;
 - ``in 6``: MiniLM's best window is among the method's 6 candidates (what the pre-selection
-  must keep: ``guards.request_evidence.PER_CLAIM``);
+  must keep: ``guards.evidence.request_evidence.PER_CLAIM``);
 
 and the encode speed of both encoders on the same texts (sentences per second, this run).
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from groundproxy.guards.bm25 import Bm25Index
-from groundproxy.guards.context import context_evidence
+from groundproxy.guards.evidence.bm25 import Bm25Index
+from groundproxy.guards.evidence.context import context_evidence
 from groundproxy.proxy.cli.evaluate import read_rows, sample_rows
 from groundproxy.retrieval.onnx_embedder import OnnxEmbedder
 from groundproxy.retrieval.sentence_split import split_sentences

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from bench.answers import distinct_answers
 from bench.guard_latency import _docs
 from bench.needs_data import SHARED, require
-from groundproxy.guards.claims import decompose
+from groundproxy.guards.claims.decompose import decompose
 from groundproxy.guards.pipeline import search_text
 from groundproxy.policies.schema import local_policy
 from groundproxy.retrieval.index_snapshot import TenantIndex

@@ -19,7 +19,7 @@ escalation ranks claims by: the judge can only fix what it is sent. Per eval fil
   ``1 − |2s − 1|``.
 
 The cached signals record each claim's entropy and the ranker's features
-(:func:`guards.uncertainty.features_from_claim_row`); a ranker's P(wrong) is computed from
+(:func:`guards.verdict.uncertainty.features_from_claim_row`); a ranker's P(wrong) is computed from
 them with the verifier's threshold — the numbers the served path computes.
 
 The rows and their served signals are the ``bench.kshot`` pools (seeded rows of each eval
@@ -44,9 +44,13 @@ from sklearn.metrics import roc_auc_score
 
 from bench.accuracy import lexical_scores
 from bench.kshot import CACHE, DATA, extract, fingerprint
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.uncertainty import ErrorRanker, error_ranker, features_from_claim_row
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS
+from groundproxy.guards.verdict.lexical import LexicalVerifier
+from groundproxy.guards.verdict.uncertainty import (
+    ErrorRanker,
+    error_ranker,
+    features_from_claim_row,
+)
 
 UNCERTAINTY = CLAIM_FIELDS.index("uncertainty")
 SUPPORTED = CLAIM_FIELDS.index("supported")

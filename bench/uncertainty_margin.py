@@ -1,5 +1,5 @@
 """Which answer-level uncertainty ranks the verifier's own errors (how the served
-``ClaimResult.uncertainty`` was chosen: :mod:`groundproxy.guards.uncertainty`)::
+``ClaimResult.uncertainty`` was chosen: :mod:`groundproxy.guards.verdict.uncertainty`)::
 
     python -m bench.uncertainty_margin --pool 200
 
@@ -11,8 +11,8 @@ zero-shot's errors (the decision ≠ the label):
 - ``entropy``: the largest normalized entropy of the answer's claims (what the field held);
 - ``margin (decided)``: the decision margin on the decided P(supported);
 - ``margin (raw)``: the decision margin on the verifier's best raw P(supported) over the
-  claim's passages — :func:`~groundproxy.guards.uncertainty.margin_risk` aggregated by
-  :func:`~groundproxy.guards.uncertainty.decision_risk`, what is served.
+  claim's passages — :func:`~groundproxy.guards.verdict.uncertainty.margin_risk` aggregated by
+  :func:`~groundproxy.guards.verdict.uncertainty.decision_risk`, what is served.
 
 Nothing is fitted: the three differ only in what they read. Needs ``../shared/data``.
 """
@@ -28,8 +28,8 @@ from typing import Any
 from bench.judge import auc, served_threshold, views
 from bench.kshot import DATA
 from bench.text_table import table
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.uncertainty import decision_risk, margin_risk
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS
+from groundproxy.guards.verdict.uncertainty import decision_risk, margin_risk
 
 F = {name: i for i, name in enumerate(CLAIM_FIELDS)}
 Score = Callable[[list[list[float]], float], float]

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.accuracy import lexical_scores
-from groundproxy.guards.decide import contradiction_bar, model_threshold
-from groundproxy.guards.ladder import select
-from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import evidence_fn
-from groundproxy.guards.stages import Verified, decide, verify
 from groundproxy.guards.types import Pair, Probs, Verifier
+from groundproxy.guards.verdict.decide import contradiction_bar, model_threshold
+from groundproxy.guards.verdict.ladder import select
+from groundproxy.guards.verdict.lexical import LexicalVerifier
+from groundproxy.guards.verdict.stages import Verified, decide, verify
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.proxy.offline import eval_policy
 from groundproxy.proxy.serving.guarding import build_guard
@@ -157,7 +157,7 @@ def ladder(row: dict[str, Any], share: float, margin: float) -> tuple[int, int, 
     a, b = row["per_claim"]
     if not a:
         return 0, 0, 0.0
-    # the served selection (guards.ladder.select); every cached claim counts as eligible: a
+    # the served selection (guards.verdict.ladder.select); every cached claim counts as eligible: a
     # value rule's mismatch has uncertainty 0 and never reaches a margin above it
     unsure = [Verdict(v, u) for v, u in a]
     picked = set(select(unsure, [True] * len(a), margin, share)[0])

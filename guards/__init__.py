@@ -28,8 +28,8 @@ from groundproxy.guards.action import (
     refused_on_guard_error,
     unmade_edits,
 )
-from groundproxy.guards.adapter import Adapter, ZeroShotRecord, read_adapter, read_record
-from groundproxy.guards.adapter_features import (
+from groundproxy.guards.adapter.combiner import Adapter, ZeroShotRecord, read_adapter, read_record
+from groundproxy.guards.adapter.features import (
     FEATURE_SETS,
     FEATURES,
     LOGPROB_FEATURES,
@@ -39,21 +39,32 @@ from groundproxy.guards.adapter_features import (
     features_from_signals,
     impute_missing,
 )
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS, answer_signals
-from groundproxy.guards.cache import CachingVerifier, VerdictCache
-from groundproxy.guards.choices import combined as combined_choices
-from groundproxy.guards.conformal import beta_binomial_interval, conformal_threshold, coverage
-from groundproxy.guards.decide import model_threshold, resolve_threshold
-from groundproxy.guards.decision_inputs import InForce
-from groundproxy.guards.decision_inputs import Segment as InAnswer
-from groundproxy.guards.failures import admission, budget_error, overload_error, shed_error
-from groundproxy.guards.json_claims import (
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS, answer_signals
+from groundproxy.guards.answer.choices import combined as combined_choices
+from groundproxy.guards.answer.decision_inputs import InForce
+from groundproxy.guards.answer.decision_inputs import Segment as InAnswer
+from groundproxy.guards.answer.failures import admission, budget_error, overload_error, shed_error
+from groundproxy.guards.answer.report import NO_CLAIMS, header_safe, report_body, report_headers
+from groundproxy.guards.answer.streamed import StreamedAnswer
+from groundproxy.guards.claims.json_claims import (
     claim_text,
     guarded_json,
     parse_json_answer,
     response_schema,
 )
-from groundproxy.guards.judge import (
+from groundproxy.guards.claims.segments import Segment, SentenceSegmenter
+from groundproxy.guards.judge.merge import (
+    ADAPTER_GOOD,
+    Judged,
+    JudgeSummary,
+    adapter_sure,
+    judged_label,
+    merge,
+    settle,
+    summarize,
+    zero_shot_decides,
+)
+from groundproxy.guards.judge.opinion import (
     BadJudgement,
     Escalated,
     JudgeVerdict,
@@ -66,25 +77,6 @@ from groundproxy.guards.judge import (
     parse_judgement,
     response_format,
 )
-from groundproxy.guards.judge_merge import (
-    ADAPTER_GOOD,
-    Judged,
-    JudgeSummary,
-    adapter_sure,
-    judged_label,
-    merge,
-    settle,
-    summarize,
-    zero_shot_decides,
-)
-from groundproxy.guards.ladder import NO_LADDER, CostMeter, Rungs, StrongRung, ladder_counts
-from groundproxy.guards.logprobs import (
-    TokenLogprob,
-    claim_logprobs,
-    parse_logprobs,
-    verified_logprobs,
-)
-from groundproxy.guards.logprobs_kept import PieceTally, TokenQueue, dropped_note, still_describes
 from groundproxy.guards.pipeline import (
     Backends,
     RequestContext,
@@ -92,13 +84,30 @@ from groundproxy.guards.pipeline import (
     run_guard,
     with_context,
 )
-from groundproxy.guards.report import NO_CLAIMS, header_safe, report_body, report_headers
-from groundproxy.guards.segments import Segment, SentenceSegmenter
-from groundproxy.guards.stages import Verified, verify
-from groundproxy.guards.stages import decide as decide_claims
-from groundproxy.guards.streamed import StreamedAnswer
-from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, walk_back
-from groundproxy.guards.uncertainty import (
+from groundproxy.guards.verdict.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.verdict.conformal import (
+    beta_binomial_interval,
+    conformal_threshold,
+    coverage,
+)
+from groundproxy.guards.verdict.decide import model_threshold, resolve_threshold
+from groundproxy.guards.verdict.ladder import NO_LADDER, CostMeter, Rungs, StrongRung, ladder_counts
+from groundproxy.guards.verdict.logprobs import (
+    TokenLogprob,
+    claim_logprobs,
+    parse_logprobs,
+    verified_logprobs,
+)
+from groundproxy.guards.verdict.logprobs_kept import (
+    PieceTally,
+    TokenQueue,
+    dropped_note,
+    still_describes,
+)
+from groundproxy.guards.verdict.stages import Verified, verify
+from groundproxy.guards.verdict.stages import decide as decide_claims
+from groundproxy.guards.verdict.trace_walk import TraceClaim, TraceNode, final_step, walk_back
+from groundproxy.guards.verdict.uncertainty import (
     CAL_EPS,
     CAL_METHODS,
     RISK_FEATURES,
@@ -106,7 +115,7 @@ from groundproxy.guards.uncertainty import (
     ErrorRanker,
     features_from_claim_row,
 )
-from groundproxy.guards.uncertainty import GROUPS as RISK_GROUPS
+from groundproxy.guards.verdict.uncertainty import GROUPS as RISK_GROUPS
 
 __all__ = [
     "ADAPTER_GOOD",

@@ -1,11 +1,11 @@
 """The action: what the policy does with an answer, given its claims' verdicts.
 
-In: the claims' verdicts (:mod:`guards.decide`, under :func:`guards.stages.decide`), the
-tenant's policy, and — when one is in force — an answer-level adapter
-(:mod:`guards.adapter`); or, instead of verdicts, the fact that the guard could not run.
+In: the claims' verdicts (:mod:`guards.verdict.decide`, under :func:`guards.verdict.stages.decide`),
+the tenant's policy, and — when one is in force — an answer-level adapter
+(:mod:`guards.adapter.combiner`); or, instead of verdicts, the fact that the guard could not run.
 Out: the answer action (``none`` / ``annotate`` / ``flag`` / ``rewrite`` / ``block`` /
 ``unverified``, header ``x-groundproxy-action``), each claim's action and the returned
-text (edited by :mod:`guards.rewrite`). Everything that chooses between them is in this
+text (edited by :mod:`guards.answer.rewrite`). Everything that chooses between them is in this
 module, in the order below; the first row that applies decides.
 
 ====  =========================================  ===========  ============================
@@ -53,19 +53,19 @@ row   situation                                  answer       claims → returne
       its tail is not verified                   (block       tail appended (block:
                                                  under row 3) withheld, refusal appended)
 12    a JSON answer's edit its schema forbids    flag, unless flagged, why in its
-      (:mod:`guards.json_claims`)                another is   explanation and the notes
+      (:mod:`guards.claims.json_claims`)         another is   explanation and the notes
                                                  made
 ====  =========================================  ===========  ============================
 
 Row 8's ``by_verifier``: the verifier's P(contradicted) is not proof enough to delete words
 (on 900 HaluEval TRAIN pairs its removals hit 12 right summaries for 15 wrong ones): such a
 claim stays ``contradicted`` and is flagged, and does not trip row 10. ``disputed``
-(guards.judge_merge): a judge that disagrees with a value rule's mismatch never overturns
+(guards.judge.merge): a judge that disagrees with a value rule's mismatch never overturns
 it; the claim is flagged (both said), neither removed nor corrected, and skips row 10.
 Row 10 judges what the client would get and needs evidence *against* the answer (a floor
 over unverifiable claims blocked 30 % of HaluEval's correct answers; bench/rewrite.py).
 
-A streamed answer (``stream: sentence``, :mod:`guards.streamed`) goes through the same rows
+A streamed answer (``stream: sentence``, :mod:`guards.answer.streamed`) goes through the same rows
 per piece (:class:`Segment`): row 9 removes the piece (blocking at the end only when every
 claim was removed), row 10 judges the answer so far; a ``block`` withholds the rest and
 sends the refusal (what was sent cannot be recalled).
@@ -77,16 +77,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from groundproxy.errors import GroundproxyError
-from groundproxy.guards.adapter import Adapter
-from groundproxy.guards.adapter_features import answer_features
-from groundproxy.guards.decide import rendered_trust, trust_score
-from groundproxy.guards.decision_inputs import InForce, Rendered
-from groundproxy.guards.decision_inputs import Segment as Segment  # re-exported
-from groundproxy.guards.failures import DISABLED, unverified_report
-from groundproxy.guards.judged import Judged, JudgeSummary, failed
-from groundproxy.guards.rewrite import rewrite_text
-from groundproxy.guards.sentences import Stop
-from groundproxy.guards.stages import Verified, decide
+from groundproxy.guards.adapter.combiner import Adapter
+from groundproxy.guards.adapter.features import answer_features
+from groundproxy.guards.answer.decision_inputs import InForce, Rendered
+from groundproxy.guards.answer.decision_inputs import Segment as Segment  # re-exported
+from groundproxy.guards.answer.failures import DISABLED, unverified_report
+from groundproxy.guards.answer.rewrite import rewrite_text
+from groundproxy.guards.claims.sentences import Stop
+from groundproxy.guards.judge.judged import Judged, JudgeSummary, failed
 from groundproxy.guards.types import (
     ActionName,
     AnswerAction,
@@ -95,6 +93,8 @@ from groundproxy.guards.types import (
     GuardReport,
     Verdict,
 )
+from groundproxy.guards.verdict.decide import rendered_trust, trust_score
+from groundproxy.guards.verdict.stages import Verified, decide
 from groundproxy.policies.schema import Policy
 
 # How strong an answer action is; a streamed answer keeps the strongest of its pieces'.
@@ -303,7 +303,7 @@ def apply_adapted(
 ) -> GuardReport:
     """Stage 2 with the adapter's answer-level decision (rows 4-5); ``alignment``: each
     claim's token alignment when :attr:`Adapter.uses_tokens`; ``logprobs``: each claim's
-    upstream logprobs (:func:`guards.logprobs.claim_logprobs`) when the answer came with
+    upstream logprobs (:func:`guards.verdict.logprobs.claim_logprobs`) when the answer came with
     them."""
     results = decide(verified, policy)
     p = adapter.p_hallucinated(answer_features(verified, results, alignment, logprobs))

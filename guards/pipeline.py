@@ -1,4 +1,4 @@
-"""One guarded answer: :func:`run_guard` = :func:`guards.stages.verify` (decompose →
+"""One guarded answer: :func:`run_guard` = :func:`guards.verdict.stages.verify` (decompose →
 evidence → rules → ONE verifier batch) then :func:`guards.action.apply` (decide → action →
 rewrite).
 
@@ -10,7 +10,7 @@ assumed.
 Evidence per claim: ``index.search`` over the claim vectors (top_k, min_score) when an
 index is given, plus — with ``retrieval.use_request_context`` — the request's own
 messages, merged and sorted by score. Request context is pre-selected per claim (BM25) and
-only the candidates' sentences are embedded, within a cap (:mod:`guards.request_evidence`).
+only the candidates' sentences are embedded, within a cap (:mod:`guards.evidence.request_evidence`).
 ``min_score`` is an embedding-cosine threshold; without an embedder, request context is
 ranked by TF-IDF cosine and any passage sharing a term with the claim is kept (top_k).
 
@@ -32,12 +32,10 @@ from dataclasses import dataclass
 
 from groundproxy.errors import GuardError
 from groundproxy.guards.action import apply
-from groundproxy.guards.context import context_evidence, refine_hits, select_evidence
-from groundproxy.guards.evidence_vectors import RequestVectors, encode_sliced
-from groundproxy.guards.failures import unverified_report
-from groundproxy.guards.ladder import Rungs
-from groundproxy.guards.request_evidence import RequestContext, request_evidence
-from groundproxy.guards.stages import EvidenceFn, Verified, verify
+from groundproxy.guards.answer.failures import unverified_report
+from groundproxy.guards.evidence.context import context_evidence, refine_hits, select_evidence
+from groundproxy.guards.evidence.request_evidence import RequestContext, request_evidence
+from groundproxy.guards.evidence.vectors import RequestVectors, encode_sliced
 from groundproxy.guards.types import (
     Claim,
     Embedder,
@@ -46,6 +44,8 @@ from groundproxy.guards.types import (
     GuardReport,
     Verifier,
 )
+from groundproxy.guards.verdict.ladder import Rungs
+from groundproxy.guards.verdict.stages import EvidenceFn, Verified, verify
 from groundproxy.policies.schema import Policy
 
 TFIDF_MIN_SCORE = 1e-9
@@ -145,7 +145,7 @@ class Backends:
     verifier: Verifier
     embedder: Embedder | None = None
     index: EvidenceSource | None = None
-    strong: Verifier | None = None  # the ladder's strong rung (guards.ladder), when on
+    strong: Verifier | None = None  # the ladder's strong rung (guards.verdict.ladder), when on
 
 
 def run_guard(
@@ -187,7 +187,7 @@ def evidence_fn(
     index: EvidenceSource | None,
     question: str | None,
 ) -> EvidenceFn:
-    """:func:`gather_evidence` bound to one request, for :func:`guards.stages.verify`."""
+    """:func:`gather_evidence` bound to one request, for :func:`guards.verdict.stages.verify`."""
 
     def evidence_for(claims: Sequence[Claim]) -> list[list[Evidence]]:
         return gather_evidence(claims, context_messages, policy, embedder, index, question)

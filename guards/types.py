@@ -21,7 +21,7 @@ RUNGS: tuple[Rung, ...] = ("fast", "strong", "judge")
 ClaimAction = Literal[
     "kept", "annotated", "flagged", "corrected", "removed", "blocked", "unverified"
 ]
-# The least P(contradicted) a model-only ``contradicted`` needs (guards.decide); a verifier
+# The least P(contradicted) a model-only ``contradicted`` needs (guards.verdict.decide); a verifier
 # whose bar was not fitted on data carries this one.
 CONTRADICTION_MIN = 0.5
 
@@ -110,8 +110,9 @@ class ClaimResult:
     claim: Claim
     verdict: Verdict
     probs: Probs
-    # how likely this verdict is wrong, in [0, 1], higher = more likely (guards.uncertainty):
-    # the decision margin for a verifier without a fitted ranker (1 at the threshold)
+    # how likely this verdict is wrong, in [0, 1], higher = more likely
+    # (guards.verdict.uncertainty): the decision margin for a verifier without a fitted ranker
+    # (1 at the threshold)
     uncertainty: float
     citations: list[Evidence] = field(default_factory=list)
     action: ClaimAction = "kept"
@@ -122,22 +123,22 @@ class ClaimResult:
     correction_support: float | None = None
     # request context and tenant documents disagreed on this claim's values (who won)
     conflict: str | None = None
-    # the LLM judge's word on an escalated claim (guards.judge): {verdict, quote, reason,
+    # the LLM judge's word on an escalated claim (guards.judge.opinion): {verdict, quote, reason,
     # model, ms, verifier_verdict[, cached]} or {skipped: reason, model}
     judge: dict[str, Any] | None = None
-    # contradicted only by a passage's wording denying it (guards.framing), neither by a value
+    # contradicted only by a passage's wording denying it (guards.rules.framing), neither by a value
     # rule nor by the verifier nor by a judge: unsure, so a rewrite flags it (guards.action)
     by_wording: bool = False
     # contradicted by the verifier alone (no value rule, no judge's quote): a removal needs
     # corroboration, so a rewrite flags it (guards.action); the trust floor still counts it
     by_verifier: bool = False
-    # contradicted by a value rule (guards.rules: a wrong or denied value, not only a
-    # passage's wording): a judge never overturns it (guards.judge_merge)
+    # contradicted by a value rule (guards.rules.check: a wrong or denied value, not only a
+    # passage's wording): a judge never overturns it (guards.judge.merge)
     by_rule: bool = False
     # a value rule and the judge disagree on it (the rule's verdict kept, both said in the
     # explanation): flagged rather than rewritten, and no trust-floor block (guards.action)
     disputed: bool = False
-    # which rung of the verifier ladder decided it (guards.ladder): "fast" (verifier.model),
+    # which rung of the verifier ladder decided it (guards.verdict.ladder): "fast" (verifier.model),
     # "strong" (verifier.ladder.strong) or "judge"; None when no verifier scored it
     rung: Rung | None = None
     rung_verifier: str | None = None  # the deciding rung's verifier (the judge's model)
@@ -147,7 +148,7 @@ class ClaimResult:
 
 @dataclass
 class ContextStats:
-    """What the request's own context cost one answer (guards.request_evidence)."""
+    """What the request's own context cost one answer (guards.evidence.request_evidence)."""
 
     passages: int = 0  # sentence windows in the request's context
     candidates: int = 0  # distinct windows pre-selected for some claim
@@ -181,9 +182,9 @@ class GuardReport:
     unverified: bool = False
     latency_ms: float = 0.0
     verifier: str = ""
-    adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter)
+    adapter: dict[str, Any] | None = None  # the tenant adapter's decision (guards.adapter.combiner)
     context: ContextStats | None = None  # what the request's context cost (None: none used)
-    judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.JudgeSummary)
+    judge: dict[str, Any] | None = None  # the judge's figures (guards.judge.judged.JudgeSummary)
     notes: list[str] = field(default_factory=list)  # said to the client (body ``notes``)
 
     @property
@@ -204,7 +205,7 @@ class Verifier(Protocol):
     """Scores (evidence, claim) pairs. ``name`` identifies it in caches and reports;
     ``contradiction_min`` is the P(contradicted) its pair needs for a model-only
     ``contradicted`` (:data:`CONTRADICTION_MIN` unless fitted on data; the guard reads it
-    through ``guards.decide.contradiction_bar``). A wrapper forwards both
+    through ``guards.verdict.decide.contradiction_bar``). A wrapper forwards both
     (:class:`WrappedVerifier`)."""
 
     @property
@@ -234,7 +235,7 @@ class WrappedVerifier:
 
     @property
     def error_ranker(self) -> object:
-        """The inner verifier's ranker of its own errors (guards.uncertainty), or None."""
+        """The inner verifier's ranker of its own errors (guards.verdict.uncertainty), or None."""
         return getattr(self.inner, "error_ranker", None)
 
     @property

@@ -105,9 +105,9 @@ class BuiltVerifier:
         self.max_length = int(self.meta["max_length"])
         # P(supported) decision threshold from the build (train data), else 0.5
         self.threshold = float(self.meta.get("threshold", 0.5))
-        # the bar P(contradicted) must reach for a model-only 'contradicted' (guards.decide)
+        # the bar P(contradicted) must reach for a model-only 'contradicted' (guards.verdict.decide)
         self.contradiction_min = float(self.meta.get("contradiction_min", 0.5))
-        # how likely each verdict is wrong (guards.uncertainty), when the build ships one
+        # how likely each verdict is wrong (guards.verdict.uncertainty), when the build ships one
         self.error_ranker = read_ranker(model_dir)
         self.batch_size = batch_size or (1 if variant == "int8" else 16)
         data = checked_bytes(model_dir, variant, self.meta)

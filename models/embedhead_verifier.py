@@ -88,9 +88,9 @@ class EmbedHeadVerifier:
         self.name = "embedhead" if variant == "int8" else "embedhead-fp32"
         self.threshold = float(self.meta.get("threshold", 0.5))
         # the bar P(contradicted) must reach for the guard to call a claim contradicted on
-        # the model's word alone (training/contradiction.py; guards.decide)
+        # the model's word alone (training/contradiction.py; guards.verdict.decide)
         self.contradiction_min = float(self.meta.get("contradiction_min", 0.5))
-        # how likely each verdict is wrong (ClaimResult.uncertainty; guards.uncertainty)
+        # how likely each verdict is wrong (ClaimResult.uncertainty; guards.verdict.uncertainty)
         self.error_ranker = read_ranker(model_dir)
         if int(self.meta.get("n_features", -1)) != N_FEATURES:
             raise ModelLoadError(

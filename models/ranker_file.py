@@ -1,9 +1,9 @@
 """A verifier's model of its own errors on disk, beside its model files:
 
-- ``uncertainty.json``: a ranker (:class:`groundproxy.guards.uncertainty.ErrorRanker`,
+- ``uncertainty.json``: a ranker (:class:`groundproxy.guards.verdict.uncertainty.ErrorRanker`,
   fitted on train data by ``training/uncertainty.py``);
 - else ``calibration.json``: Platt scaling of its raw P(supported)
-  (:class:`groundproxy.guards.uncertainty.Calibration`, fitted on held-out train rows by
+  (:class:`groundproxy.guards.verdict.uncertainty.Calibration`, fitted on held-out train rows by
   ``training/calibration.py``) — the claims' uncertainty is then the calibrated
   P(the verdict is wrong).
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from groundproxy.errors import ModelLoadError
-from groundproxy.guards.uncertainty import Calibration, ErrorModel, ErrorRanker
+from groundproxy.guards.verdict.uncertainty import Calibration, ErrorModel, ErrorRanker
 
 RANKER_FILE = "uncertainty.json"
 CALIBRATION_FILE = "calibration.json"

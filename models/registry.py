@@ -1,6 +1,6 @@
 """Verifier backends chosen by name from the policy (``verifier.model``).
 
-``lexical``         the TF-IDF baseline of seeds 001/004 (guards.lexical)
+``lexical``         the TF-IDF baseline of seeds 001/004 (guards.verdict.lexical)
 ``embedhead``       a head on frozen all-MiniLM-L6-v2 embeddings, ONNX int8
                     (models.embedhead_verifier; trained by training/)
 ``embedhead-fp32``  the same head, fp32 ONNX
@@ -34,7 +34,7 @@ log = structlog.get_logger(__name__)
 
 
 def _lexical() -> Verifier:
-    from groundproxy.guards.lexical import LexicalVerifier
+    from groundproxy.guards.verdict.lexical import LexicalVerifier
 
     return LexicalVerifier()
 

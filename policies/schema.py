@@ -70,7 +70,7 @@ class RetrievalPolicy(_Strict):
 
 
 class LadderPolicy(_Strict):
-    """The verifier ladder (guards.ladder): every claim is scored by ``verifier.model`` (the
+    """The verifier ladder (guards.verdict.ladder): every claim is scored by ``verifier.model`` (the
     fast rung); the claims it is unsure of are scored again by ``strong`` within ``budget_ms``,
     and the strong rung's verdict replaces the fast one. Claims still unsure go on to the
     judge (``judge:``) when the policy escalates."""
@@ -78,8 +78,8 @@ class LadderPolicy(_Strict):
     # the strong rung's verifier (any verifier name), or "none": no ladder
     strong: str = "crossencoder"
     # escalate the claims whose ClaimResult.uncertainty (the fast rung's decision margin,
-    # guards.uncertainty: 1 at its threshold, 0 where it is sure) is at least this; 0.7 chosen
-    # on held-out TRAIN rows (python -m bench.ladder: 100 seeded rows a file, 22 % of claims
+    # guards.verdict.uncertainty: 1 at its threshold, 0 where it is sure) is at least this; 0.7
+    # chosen on held-out TRAIN rows (python -m bench.ladder: 100 seeded rows a file, 22 % of claims
     # escalated, mean balanced accuracy 0.679 vs 0.655 for embedhead alone)
     min_uncertainty: float = Field(default=0.7, ge=0.0, le=1.0)
     # at most this share of an answer's claims (rounded up: a 1-claim answer may escalate
@@ -97,7 +97,7 @@ class VerifierPolicy(_Strict):
     threshold: float | Literal["calibrated", "model"] = "model"
     # the most normalized entropy (0 sure, 1 uniform) of the best passage's three
     # probabilities a supported verdict may have; not the claims' reported ``uncertainty``
-    # (the decision margin, guards.uncertainty)
+    # (the decision margin, guards.verdict.uncertainty)
     max_uncertainty: float = Field(default=0.9, ge=0.0, le=1.0)
     # The answer-level decision when the tenant has no adapter of its own: "every_claim"
     # (rejected when any claim is not supported) or "learned" (the verifier's shipped
@@ -142,7 +142,7 @@ class TracesPolicy(_Strict):
 
 
 class JudgePolicy(_Strict):
-    """Escalation of claims to an LLM judge (guards.judge; DESIGN twin, "Judge escalation").
+    """Escalation of claims to an LLM judge (guards.judge.opinion; DESIGN twin, "Judge escalation").
     ``model`` / ``api_base`` / ``api_key_env`` default to the tenant's upstream's."""
 
     model: str | None = None  # any litellm model string
@@ -158,7 +158,7 @@ class JudgePolicy(_Strict):
     # prompts together); past it the claims are skipped: budget
     max_calls_per_request: int = Field(default=8, ge=1, le=256)
     # escalate: uncertain — the least ClaimResult.uncertainty escalated (None: the guard's
-    # default, guards.judge.DEFAULT_MIN_UNCERTAINTY)
+    # default, guards.judge.opinion.DEFAULT_MIN_UNCERTAINTY)
     min_uncertainty: float | None = Field(default=None, ge=0.0, le=1.0)
     # judged answers become feedback labels for the tenant's adapter (calibrate --fit)
     labels: bool = False

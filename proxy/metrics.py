@@ -287,7 +287,7 @@ class Metrics:
             self.verdicts.labels(tenant, str(claim.verdict)).inc()
 
     def observe_judge(self, tenant: str, summary: Any, called: bool, cached: int) -> None:
-        """One answer's (or piece's) judge step (``guards.judge.JudgeSummary``)."""
+        """One answer's (or piece's) judge step (``guards.judge.judged.JudgeSummary``)."""
         if called:
             self.judge_calls.labels(tenant).inc()
         if cached:

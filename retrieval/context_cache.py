@@ -2,7 +2,7 @@
 request context, and the tenant index's stored sentence vectors behind it.
 
 RAG apps resend the same retrieved chunks request after request. The guard embeds the
-verifier's sentences of the context passages it keeps (guards.request_evidence); this cache
+verifier's sentences of the context passages it keeps (guards.evidence.request_evidence); this cache
 keeps those vectors, keyed by (tenant, 64-bit blake2b of the sentence text), least recently
 used out first, at most ``max_entries`` (1.5 KiB each for MiniLM: 32,768 ≈ 50 MiB). A hit
 never crosses tenants (no tenant learns from its latency whether another sent a text). A
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.evidence_vectors import RequestVectors, Vector
+from groundproxy.guards.evidence.vectors import RequestVectors, Vector
 from groundproxy.guards.types import Embedder, SentenceVectors
 from groundproxy.retrieval.sentence_vectors import sentence_key
 

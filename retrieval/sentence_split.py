@@ -1,7 +1,7 @@
-"""The verifier's evidence sentence splitter (moved to :mod:`groundproxy.guards.evidence_split`,
+"""The verifier's evidence sentence splitter (moved to :mod:`groundproxy.guards.evidence.split`,
 re-exported here for ingest and older imports)."""
 
-from groundproxy.guards.evidence_split import (
+from groundproxy.guards.evidence.split import (
     MAX_SENTENCE_CHARS,
     evidence_sentences,
     split_sentences,

@@ -4,7 +4,7 @@ At request time the verifier embeds the claim and up to six sentences of every e
 window (models.features). Those sentences come from the index's chunks, so ingest embeds
 them once instead: for each chunk, the sentences :func:`retrieval.sentence_split.
 evidence_sentences` gives for the chunk and for each of its sentence windows
-(guards.context.sentence_windows, the evidence the guard hands the verifier). They are
+(guards.evidence.context.sentence_windows, the evidence the guard hands the verifier). They are
 stored next to the generation's index, keyed by a 64-bit hash of the exact text::
 
     gen-000007/sentences.keys.npy      uint64, sorted
@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundproxy.errors import IndexStoreError
-from groundproxy.guards.context import sentence_windows
+from groundproxy.guards.evidence.context import sentence_windows
 from groundproxy.retrieval.fsutil import fsync_file, write_durable
 from groundproxy.retrieval.minilm import MINILM_DIM, MINILM_NAME
 from groundproxy.retrieval.sentence_split import evidence_sentences

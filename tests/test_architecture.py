@@ -538,12 +538,12 @@ def action_choices(mods: Modules) -> list[str]:
 # on a new one AND on an entry that is gone: delete it here when its code moves.
 KNOWN_CHOICES_OUTSIDE_ACTION = {
     # the sentence stream's running answer (StreamedAnswer): its start, block and unverified
-    f"{PACKAGE}.guards.streamed: self.action: AnswerAction = 'none'",
-    f"{PACKAGE}.guards.streamed: self.action = 'block'",
-    f"{PACKAGE}.guards.streamed: r.action = 'blocked'",
-    f"{PACKAGE}.guards.streamed: 'unverified'",
+    f"{PACKAGE}.guards.answer.streamed: self.action: AnswerAction = 'none'",
+    f"{PACKAGE}.guards.answer.streamed: self.action = 'block'",
+    f"{PACKAGE}.guards.answer.streamed: r.action = 'blocked'",
+    f"{PACKAGE}.guards.answer.streamed: 'unverified'",
     # the report of a guard that did not run (built for action.py's rows 1-2)
-    f"{PACKAGE}.guards.failures: action='unverified'",
+    f"{PACKAGE}.guards.answer.failures: action='unverified'",
 }
 
 

@@ -11,7 +11,7 @@ repository (``~/.cache/groundproxy-bench/train-signals/``).
     nice -n 5 .venv/bin/python -m training.answer_combiner --extract [--minutes M]
 
 Step 2 (seconds): a logistic combiner over the adapter's named features
-(:mod:`groundproxy.guards.adapter_features`) is fitted on every cached train row, each file
+(:mod:`groundproxy.guards.adapter.features`) is fitted on every cached train row, each file
 weighed equally and each class equally within it; the feature set, the L2 strength and the
 threshold are chosen by leave-one-train-file-out mean per-file balanced accuracy (ties: mean
 ROC-AUC); no eval row is seen. The result is written in the adapter format to

@@ -1,6 +1,6 @@
 """Fit a verifier's calibration of its raw P(supported) (issue 42 item 3) on held-out TRAIN
 rows; write ``models/<verifier>/calibration.json`` (the served uncertainty then becomes the
-calibrated P(the verdict is wrong): :class:`groundproxy.guards.uncertainty.Calibration`).
+calibrated P(the verdict is wrong): :class:`groundproxy.guards.verdict.uncertainty.Calibration`).
 
     .venv/bin/python -m training.calibration --verifier crossencoder [--rows 50]
         [--method threshold|platt] [--balanced] [--data ../shared/data] [--out FILE]

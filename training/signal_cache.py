@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groundproxy-bench"
 POOL_SEED = 1234
 # The code that produces the cached signals (the serve path up to answer_signals); the
-# adapter's aggregation and fitting (guards/adapter*.py, proxy/cli/adapt.py) are left out on
-# purpose: they run on the cached signals, so changing them must not invalidate the cache;
+# adapter's aggregation and fitting (guards/adapter/combiner.py and features.py,
+# proxy/cli/adapt.py) are left out on purpose: they run on the cached signals, so changing
+# them must not invalidate the cache;
 # so is the training code (training/, outside these folders), which the serve path never
 # imports.
 _SIGNAL_CODE = ("guards", "retrieval", "models", "policies")
@@ -32,15 +33,15 @@ _SIGNAL_FILES = (
     "proxy/serving/guard_build.py",
     "proxy/cli/evaluate.py",
 )
-# guards/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals record
-# the entropy, not that rank, so it does not change them either
+# guards/verdict/uncertainty.py ranks the claims' errors (ClaimResult.uncertainty); the signals
+# record the entropy, not that rank, so it does not change them either
 _NOT_SIGNALS = (
     "guards/__init__.py",
-    "guards/adapter.py",
-    "guards/adapter_features.py",
-    "guards/judge.py",  # the judge step runs after the signals
-    "guards/judge_merge.py",
-    "guards/uncertainty.py",
+    "guards/adapter/combiner.py",
+    "guards/adapter/features.py",
+    "guards/judge/opinion.py",  # the judge step runs after the signals
+    "guards/judge/merge.py",
+    "guards/verdict/uncertainty.py",
 )
 
 

@@ -11,8 +11,8 @@ claims of hallucinated multi-claim answers are left out (which one is wrong is u
 A claim's verdict is wrong when it is ``supported`` on a hallucinated claim, or anything
 else on a supported one.
 
-Model (:class:`groundproxy.guards.uncertainty.ErrorRanker`): one logistic regression per
-verdict group (``supported`` / ``other``) over :data:`~groundproxy.guards.uncertainty.
+Model (:class:`groundproxy.guards.verdict.uncertainty.ErrorRanker`): one logistic regression per
+verdict group (``supported`` / ``other``) over :data:`~groundproxy.guards.verdict.uncertainty.
 RISK_FEATURES`, every train file weighing the same. The L2 strength is chosen by
 leave-one-train-file-out mean ROC-AUC, at answer level: the answer's uncertainty is its
 most uncertain claim's, its error the zero-shot decision's ("any claim not supported")

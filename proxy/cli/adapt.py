@@ -1,4 +1,5 @@
-"""``groundproxy calibrate --fit``: learn a tenant's adapter (:mod:`groundproxy.guards.adapter`).
+"""``groundproxy calibrate --fit``: learn a tenant's adapter
+(:mod:`groundproxy.guards.adapter.combiner`).
 
 Labelled answers come from the tenant's feedback store (``POST /v1/groundproxy/feedback``)
 and, optionally, a labels file (:mod:`groundproxy.proxy.storage.feedback`; rows of

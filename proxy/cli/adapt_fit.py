@@ -1,4 +1,4 @@
-"""Fitting a tenant's adapter (:mod:`groundproxy.guards.adapter`): the combiner, its
+"""Fitting a tenant's adapter (:mod:`groundproxy.guards.adapter.combiner`): the combiner, its
 threshold, its honest estimate against the zero-shot decision, and what the labels look
 like. Pure: numbers in, adapter content out (``groundproxy calibrate --fit`` is
 :mod:`groundproxy.proxy.cli.adapt`).
@@ -11,7 +11,7 @@ threshold on its P(hallucinated):
 - ``--alpha A``: split conformal. The rows are split (``--cal-fraction``); the model is
   fitted on one part, and the threshold is the split-conformal one over the supported
   (label 0) answers of the other part, so that P(a truly supported answer is accepted)
-  ≥ 1 − A (marginally, exchangeable rows; :mod:`groundproxy.guards.conformal`).
+  ≥ 1 − A (marginally, exchangeable rows; :mod:`groundproxy.guards.verdict.conformal`).
 
 Labels that always help: the whole fit is cross-fitted once more (:func:`cross_fitted`:
 feature set, strength and threshold chosen inside each outer fold) — with ``--alpha``, the

@@ -14,7 +14,7 @@ claims), and it is accepted at threshold t iff score ≥ t. Over the truly suppo
 
     P(a truly supported answer is accepted) ≥ 1 − alpha
 
-(marginally, over exchangeable rows; :mod:`guards.conformal`). The held-out part gives the
+(marginally, over exchangeable rows; :mod:`guards.verdict.conformal`). The held-out part gives the
 coverage, its exact BetaBinomial interval and the share of hallucinated answers rejected.
 
 **Retrieval threshold.** Each row's query (its response when it has none) retrieves the

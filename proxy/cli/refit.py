@@ -18,7 +18,7 @@ The rule (:func:`refit`):
    (seeded; a resample lacking a class is drawn again). The candidate replaces the decision
    in force iff ``d > NOISE_Z × se`` and ``d > 0``; else the decision in force stays (a
    zero-shot record when zero-shot is in force, nothing written when an adapter is).
-4. **Deciding alone** (no judge escalation, :func:`guards.judge_merge.adapter_decides`): an
+4. **Deciding alone** (no judge escalation, :func:`guards.judge.merge.adapter_decides`): an
    adapter may only when its balanced accuracy on the held-back reviewers' labels is at
    least ``ADAPTER_GOOD`` (``fit.decides_alone``); a zero-shot record proves zero-shot only
    on reviewers' labels (``fit.reviewer``), never on the judge's.
@@ -117,7 +117,7 @@ def _decisions(
 
 def reviewer_figures(labels: Labels) -> dict[str, Any]:
     """The zero-shot decision on the reviewers' labels: what may prove it (a zero-shot
-    record's ``fit.reviewer``; :func:`guards.adapter.read_record`)."""
+    record's ``fit.reviewer``; :func:`guards.adapter.combiner.read_record`)."""
     ys = [v for v, r in zip(labels.y, labels.reviewer, strict=True) if r]
     zs = [v for v, r in zip(labels.zero, labels.reviewer, strict=True) if r]
     score = round(_bacc(ys, zs), 4) if len(set(ys)) == 2 else None

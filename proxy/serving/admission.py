@@ -1,12 +1,12 @@
 """The guard queue of one process: how many guards wait or run, how long one takes lately,
-and the worker limit they queue for (the decisions are :mod:`guards.failures`'s).
+and the worker limit they queue for (the decisions are :mod:`guards.answer.failures`'s).
 
 Guards run in worker threads, at most ``workers`` at a time (handed out fairly between
 tenants, :mod:`proxy.serving.fair`): on 2 cores, 40 guards sharing the CPU would all miss their
 budgets, while a queue lets the first ones finish in time. A guard whose caller gave up
 (budget, disconnect) before its thread started is skipped; one already running is counted
 until it ends (it still holds a core), and :class:`Ticket` tells it to stop at its next
-check (``guards.stages.verify``'s deadline callable).
+check (``guards.verdict.stages.verify``'s deadline callable).
 
 The wait estimate counts work, not guards: a guard's cost is predicted from its text length
 (recent guard seconds per character, :data:`EWMA_ALPHA`), so a one-sentence segment of a

@@ -13,7 +13,7 @@ client's model, its trace). :meth:`GuardedCall.run` then takes it through, in or
    499 (:mod:`proxy.serving.disconnect`);
 
 and, for each answer text, :meth:`GuardedCall.guard_text` (both guard stages within the
-policy's budget, :mod:`guards.failures` deciding on failure) and :meth:`GuardedCall.conclude`
+policy's budget, :mod:`guards.answer.failures` deciding on failure) and :meth:`GuardedCall.conclude`
 (the trace node recorded, the ``x-groundproxy-*`` headers, one access log line).
 """
 

@@ -53,7 +53,8 @@ class Completed:
 
     body: dict[str, Any]
     headers: dict[str, str]
-    report: GuardReport  # over every choice (guards.choices; n > 1: each its own in the body)
+    # over every choice (guards.answer.choices; n > 1: each its own in the body)
+    report: GuardReport
 
 
 def asked_by(req: ChatCompletionRequest) -> Asked:
@@ -120,7 +121,7 @@ class ChatServing(UpstreamServing):
         asked = asked_by(req)
         started = self.call.clock.monotonic()
         reports, notes = await self._guard_choices(scope, req, body, asked)
-        # headers and the top-level object: every choice's verdict (guards.choices)
+        # headers and the top-level object: every choice's verdict (guards.answer.choices)
         report = combined_choices(reports or [no_claims_report("")],
                                   (self.call.clock.monotonic() - started) * 1000.0)  # fmt: skip
         body["groundproxy"] = report_body(report, scope.policy_id)

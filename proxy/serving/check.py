@@ -15,7 +15,7 @@ Request body::
 evidence, and its last user message is the question when ``question`` is absent.
 ``context`` strings are extra evidence (cited as ``request:context#<i>``). ``logprobs``: the
 upstream's token logprobs of the answer, as its response choice carried them (for a
-tenant adapter that reads them, :mod:`groundproxy.guards.logprobs`).
+tenant adapter that reads them, :mod:`groundproxy.guards.verdict.logprobs`).
 """
 
 from __future__ import annotations

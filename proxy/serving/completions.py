@@ -3,7 +3,7 @@
 Each choice's ``text`` is verified against the prompt (the request's own context) and the
 tenant's index, and rewritten per the policy; the verdict rides in the ``x-groundproxy-*``
 headers and the body's ``groundproxy`` object — over several prompts (or ``n > 1``) the
-aggregate over every choice (:mod:`guards.choices`), each choice carrying its own too.
+aggregate over every choice (:mod:`guards.answer.choices`), each choice carrying its own too.
 ``stream: true`` is answered in buffer mode: the whole guarded text re-sent as
 ``text_completion`` chunks, ``groundproxy`` in the last.
 """
@@ -166,7 +166,7 @@ class CompletionsServing(UpstreamServing):
                 choice["finish_reason"] = "content_filter"
             if len(body["choices"]) > 1:
                 choice["groundproxy"] = report_body(report, scope.policy_id)
-        # headers and the top-level object: every choice's verdict (guards.choices)
+        # headers and the top-level object: every choice's verdict (guards.answer.choices)
         report = combined_choices(reports or [no_claims_report("")],
                                   (self.call.clock.monotonic() - started) * 1000.0)  # fmt: skip
         body["groundproxy"] = report_body(report, scope.policy_id)

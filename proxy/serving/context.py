@@ -1,6 +1,6 @@
 """The request's own context as the guard reads it: the tenant's vector cache (and its index's
 stored sentence vectors behind it), the caller's halt and the budget's reserve
-(guards.request_evidence)."""
+(guards.evidence.request_evidence)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The ``x-groundproxy-*`` response headers of every response mode, built in one place.
 
 - ``buffer`` (JSON answers, and streams guarded before the first byte): the whole verdict
-  (:func:`guards.report.report_headers`: trust, action, claims, citations, policy, latency,
+  (:func:`guards.answer.report.report_headers`: trust, action, claims, citations, policy, latency,
   step and request ids) and, for a multi-step trace, ``x-groundproxy-trace-id``;
 - ``sentence``: only what is known before the answer — request, policy and step ids and
   ``x-groundproxy-stream: sentence`` (the verdict rides in the last SSE event);

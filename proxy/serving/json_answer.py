@@ -1,6 +1,6 @@
 """Guarding a structured (JSON) answer: its statement values are verified as claims, and
 the content stays valid JSON that still matches the requested schema (see
-:mod:`guards.json_claims`). Verdicts go to the headers and the ``groundproxy`` object; no
+:mod:`guards.claims.json_claims`). Verdicts go to the headers and the ``groundproxy`` object; no
 marker or "Sources:" block is ever added."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The judge's call and merge for the pipeline's judge stage (:mod:`proxy.serving.pipeline`;
-:mod:`guards.judge` holds the logic, :mod:`guards.action` the decision that follows).
+:mod:`guards.judge.opinion` holds the logic, :mod:`guards.action` the decision that follows).
 
 :class:`JudgeService` takes stage 1's output and the verifier's verdicts, escalates the
 claims the policy's ``judge`` block picks, answers what it can from its cache, makes ONE

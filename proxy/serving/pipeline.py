@@ -6,10 +6,10 @@ each reading and filling that one record (the structlog-processor idea):
 stage      what                                                        where
 =========  ==========================================================  ====================
 admit      the guard queue's place, shed under overload                :meth:`verify`
-decompose  the answer's claims                                         guards.stages.verify
+decompose  the answer's claims                                         guards.verdict.stages.verify
 retrieve   evidence: the tenant's index and the request's context      guards.pipeline,
                                                                        proxy.serving.context
-verify     each rung of the verifier ladder (fast, then strong)        guards.ladder,
+verify     each rung of the verifier ladder (fast, then strong)        guards.verdict.ladder,
                                                                        proxy.serving.rungs
 judge      the escalated claims' second opinion, merged                :meth:`second_opinion`,
                                                                        proxy.serving.judging
@@ -141,7 +141,7 @@ class GuardPipeline:
         labels: JudgeLabels | None = None,
     ) -> None:
         self.parts = parts
-        self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter)
+        self.adapters = adapters  # tenants' fitted answer-level decisions (guards.adapter.combiner)
         self.judge = judge  # the second opinion on escalated claims (proxy.serving.judging)
         self.labels = labels  # judge.labels: judged answers become the tenant's labels
 
@@ -240,7 +240,7 @@ class GuardPipeline:
         return found if found.count > 0 else None
 
     def admit(self, policy: Policy, chars: int | None = None) -> tuple[bool, float]:
-        """Admission control (:func:`guards.failures.admission`) from the guard queue's
+        """Admission control (:func:`guards.answer.failures.admission`) from the guard queue's
         estimate for a guard over ``chars`` characters (None: a whole request's, before its
         upstream call): (run the guard?, estimated wait in s). ``on_overload: reject`` past
         the budget raises OverloadedError (429 + retry-after) — callable before the upstream

@@ -1,4 +1,5 @@
-"""The verifier ladder's rungs for one guarded answer (:mod:`guards.ladder` holds the logic).
+"""The verifier ladder's rungs for one guarded answer (:mod:`guards.verdict.ladder` holds the
+logic).
 
 :func:`rungs_for` gives stage 1 (:func:`guards.verify`) the fast verifier (the policy's
 ``verifier.model``) and, unless ``verifier.ladder.strong`` is ``none``, the strong one — both

@@ -1,7 +1,7 @@
 """``stream: sentence``: the upstream streams, each sentence is held until its claims are
 verified, then sent (rewritten if the policy says so).
 
-Per piece of the answer (:class:`guards.segments.SentenceSegmenter`: a sentence, a
+Per piece of the answer (:class:`guards.claims.segments.SentenceSegmenter`: a sentence, a
 table, a code line) the guard runs under the policy's ``latency_budget_ms`` — the budget
 bounds how long any one sentence is held — and the piece is rendered with citation
 numbers that continue across the answer; the "Sources:" footnotes are sent once, after
@@ -64,7 +64,8 @@ log = structlog.get_logger(__name__)
 
 class SentenceGuard:
     """One sentence-mode answer: each segment verified (the I/O: a worker thread, the
-    budget) and handed to :class:`guards.streamed.StreamedAnswer`, which applies the policy."""
+    budget) and handed to :class:`guards.answer.streamed.StreamedAnswer`, which applies the
+    policy."""
 
     def __init__(
         self,

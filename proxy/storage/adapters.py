@@ -1,4 +1,5 @@
-"""A tenant's adapter files (:mod:`groundproxy.guards.adapter`) and the cache that serves them.
+"""A tenant's adapter files (:mod:`groundproxy.guards.adapter.combiner`) and the cache that serves
+them.
 
 ``groundproxy calibrate --fit`` writes ``<data>/<tenant>/adapter-v<N>.json`` (N = 1, 2, …;
 every version is kept) and then ``<data>/<tenant>/adapter.json``, the version in force

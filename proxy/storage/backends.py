@@ -73,7 +73,7 @@ class LabelStorage(Protocol):
 
 
 class AdapterStorage(Protocol):
-    """The tenants' fitted adapters (:mod:`groundproxy.guards.adapter`), every version."""
+    """The tenants' fitted adapters (:mod:`groundproxy.guards.adapter.combiner`), every version."""
 
     def adapters(self) -> AdapterCache: ...
 

@@ -19,7 +19,7 @@ key). A record without ``source`` (written before it existed) counts as a review
 ``logprobs``: the upstream's tokens of the answer with their logprobs, as the response's
 ``choices[i].logprobs`` carried them (that object, its ``content`` list, or a legacy
 completions choice's); an adapter fitted on enough such answers may read them
-(:mod:`groundproxy.guards.logprobs`).
+(:mod:`groundproxy.guards.verdict.logprobs`).
 
 An answer is labelled hallucinated (1) or not (0) directly, or through its claims: any
 claim labelled ``hallucinated`` makes the answer 1, all ``supported`` make it 0. Each
@@ -73,7 +73,7 @@ class Labelled:
     request_id: str | None = None
     step_id: str | None = None
     claims: list[dict[str, str]] | None = None
-    logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob"}] (guards.logprobs)
+    logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob"}] (guards.verdict.logprobs)
     source: str = "reviewer"  # "reviewer" (admin key, labels file) or "judge" (judge.labels)
     key: str | None = None  # key_fingerprint of the key whose request made the label
 

@@ -1,4 +1,4 @@
-"""The judge's chat completion (guards.judge), through the project's upstream machinery.
+"""The judge's chat completion (guards.judge.opinion), through the project's upstream machinery.
 
 :class:`JudgeCaller` is what the serving layer calls: one chat completion, its message
 content back. :class:`UpstreamJudge` sends it with the :class:`~proxy.upstream.types.Upstream`
@@ -73,7 +73,7 @@ class UpstreamJudge:
     connections it shares — its ``capped`` view when it has one, closed with it at
     shutdown), or — not given — a litellm client of its own, made on first use (the CLI's
     guard). An endpoint that refuses ``response_format`` json_schema is asked once more with
-    ``json_object`` (and the schema beside it; the JSON is checked by guards.judge either
+    ``json_object`` (and the schema beside it; the JSON is checked by guards.judge.opinion either
     way), and remembered. An answer over :data:`MAX_JUDGE_BYTES` (the body on the direct
     wire, read no further; the content on any transport) raises ``upstream_error``: its
     claims are skipped ``error``."""

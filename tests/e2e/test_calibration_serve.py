@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from groundproxy.guards.uncertainty import margin_risk
+from groundproxy.guards.verdict.uncertainty import margin_risk
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS, _policy
 

@@ -28,7 +28,7 @@ import httpx
 import pytest
 import yaml
 
-from groundproxy.guards.judge import SKIP_REASONS
+from groundproxy.guards.judge.opinion import SKIP_REASONS
 from groundproxy.policies.keys import hash_key
 from groundproxy.proxy.serving.judge_limits import MAX_STORED_REASON
 from groundproxy.proxy.storage.judge_labels import MAX_LABEL_CONTEXT_CHARS

@@ -1,4 +1,5 @@
-"""guards.approx through guards.rules: a correction replaces a bound's words with its value.
+"""guards.rules.approx through guards.rules.check: a correction replaces a bound's words with its
+value.
 
 Before: "TSA received more than 30,000 claims" was "corrected" to "more than 30,621 claims"
 from "shows 30,621 claims" — a statement the evidence does not make either (a HaluEval
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.approx import bound_of
-from groundproxy.guards.quantities import extract_quantities
-from groundproxy.guards.rules import check_claim, same_correction
+from groundproxy.guards.rules.approx import bound_of
+from groundproxy.guards.rules.check import check_claim, same_correction
+from groundproxy.guards.rules.quantities import extract_quantities
 
 TSA = (
     "A CNN analysis of passenger property loss claims filed with the TSA from 2010 to 2014 "

@@ -12,9 +12,9 @@ import pytest
 from groundproxy.errors import ModelLoadError
 from groundproxy.guards import Rungs, decide_claims, verify
 from groundproxy.guards.pipeline import evidence_fn
-from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import Probs
-from groundproxy.guards.uncertainty import Calibration, margin_risk
+from groundproxy.guards.verdict.stages import Verified
+from groundproxy.guards.verdict.uncertainty import Calibration, margin_risk
 from groundproxy.models.ranker_file import read_ranker
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.testing.verifiers import ScriptedVerifier

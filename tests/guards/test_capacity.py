@@ -11,12 +11,12 @@ import pytest
 
 from groundproxy.errors import GuardTimeoutError, OverloadedError
 from groundproxy.guards.action import apply
-from groundproxy.guards.claims import decompose
-from groundproxy.guards.failures import admission, overload_error, unverified_report
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.answer.failures import admission, overload_error, unverified_report
+from groundproxy.guards.claims.decompose import decompose
+from groundproxy.guards.claims.sentences import guard_cut, sentence_spans
 from groundproxy.guards.pipeline import evidence_fn
-from groundproxy.guards.sentences import guard_cut, sentence_spans
-from groundproxy.guards.stages import verify
+from groundproxy.guards.verdict.lexical import LexicalVerifier
+from groundproxy.guards.verdict.stages import verify
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.serving.admission import GuardQueue
 

@@ -1,11 +1,11 @@
-"""The aggregate over an answer's choices (guards.choices): claims of every choice with their
+"""The aggregate over an answer's choices (guards.answer.choices): claims of every choice with their
 spans moved into the joined text, the lowest trust, the strongest action, judge figures
 summed; one choice is its own report."""
 
 from __future__ import annotations
 
-from groundproxy.guards.choices import SEPARATOR, combined, combined_judge
-from groundproxy.guards.report import report_headers
+from groundproxy.guards.answer.choices import SEPARATOR, combined, combined_judge
+from groundproxy.guards.answer.report import report_headers
 from groundproxy.guards.types import Claim, ClaimResult, GuardReport, Probs
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.claims import decompose
+from groundproxy.guards.claims.decompose import decompose
 from groundproxy.guards.types import Claim
 
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from groundproxy.guards.conformal import (
+from groundproxy.guards.verdict.conformal import (
     beta_binomial_interval,
     beta_binomial_pmf,
     conformal_threshold,

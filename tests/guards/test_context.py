@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from groundproxy.guards.context import (
+from groundproxy.guards.claims.sentences import fast_sentence_spans, sentence_spans
+from groundproxy.guards.evidence.context import (
     MAX_CHARS,
     context_evidence,
     select_evidence,
     sentence_windows,
 )
-from groundproxy.guards.sentences import fast_sentence_spans, sentence_spans
 from groundproxy.guards.types import Claim, Evidence
 
 

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from groundproxy.guards.action import answer_action, below_floor
-from groundproxy.guards.decide import (
+from groundproxy.guards.rules.check import RuleResult
+from groundproxy.guards.types import Claim, ClaimResult, Evidence, Pair, Probs
+from groundproxy.guards.verdict.decide import (
     CONTRADICTION_MIN,
     MISMATCH_CAP,
     MISMATCH_FLOOR,
@@ -19,8 +21,6 @@ from groundproxy.guards.decide import (
     resolve_threshold,
     trust_score,
 )
-from groundproxy.guards.rules import RuleResult
-from groundproxy.guards.types import Claim, ClaimResult, Evidence, Pair, Probs
 from groundproxy.policies.schema import Policy, local_policy
 
 CLAIM = Claim("The warranty lasts 24 months.", (0, 29))

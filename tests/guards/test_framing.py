@@ -1,4 +1,4 @@
-"""guards.framing / guards.polarity: what is not a denial.
+"""guards.rules.framing / guards.rules.polarity: what is not a denial.
 
 Before: "Wasps No 8 Nathan Hughes" read as "no", so a passage naming a shirt number (or
 "world No 1") denied every claim it covered, and "have not won since February 2011" denied
@@ -7,8 +7,8 @@ the date; the rules removed such true claims from answers (HaluEval train summar
 
 from __future__ import annotations
 
-from groundproxy.guards.framing import frame
-from groundproxy.guards.polarity import denied, words_between
+from groundproxy.guards.rules.framing import frame
+from groundproxy.guards.rules.polarity import denied, words_between
 
 
 def test_a_number_sign_is_not_a_negation() -> None:

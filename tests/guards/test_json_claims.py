@@ -1,4 +1,4 @@
-"""guards.json_claims: statement values of a JSON answer become claims, and edits keep the
+"""guards.claims.json_claims: statement values of a JSON answer become claims, and edits keep the
 JSON valid and within the schema."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from groundproxy.guards.json_claims import (
+from groundproxy.guards.claims.json_claims import (
     claim_text,
     guarded_json,
     parse_json_answer,

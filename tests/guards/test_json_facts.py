@@ -1,4 +1,4 @@
-"""guards.json_facts: which number / boolean / date values are claims, how each is stated,
+"""guards.claims.json_facts: which number / boolean / date values are claims, how each is stated,
 how a corrected line gives back a value of the same JSON type, and when the schema allows it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from groundproxy.guards.json_facts import corrected_value, fact_line, fits, is_fact
+from groundproxy.guards.claims.json_facts import corrected_value, fact_line, fits, is_fact
 
 
 @pytest.mark.parametrize(

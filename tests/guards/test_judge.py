@@ -1,5 +1,5 @@
-"""The judge's pure logic (guards.judge, guards.judge_merge): escalation, the prompt as data,
-parsing, the verbatim-quote check, merging, labels and fail-closed tenants."""
+"""The judge's pure logic (guards.judge.opinion, guards.judge.merge): escalation, the prompt as
+data, parsing, the verbatim-quote check, merging, labels and fail-closed tenants."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from groundproxy.guards.action import claim_action
-from groundproxy.guards.judge import (
+from groundproxy.guards.judge.merge import judged_label, merge, settle, summarize
+from groundproxy.guards.judge.opinion import (
     BadJudgement,
     Escalated,
     JudgeVerdict,
@@ -24,10 +25,9 @@ from groundproxy.guards.judge import (
     response_format,
     wants,
 )
-from groundproxy.guards.judge_merge import judged_label, merge, settle, summarize
-from groundproxy.guards.rules import RuleResult
-from groundproxy.guards.stages import ScoredClaim, Verified
+from groundproxy.guards.rules.check import RuleResult
 from groundproxy.guards.types import Claim, ClaimResult, Evidence, Probs
+from groundproxy.guards.verdict.stages import ScoredClaim, Verified
 from groundproxy.policies.schema import JudgePolicy, local_policy
 
 EVIDENCE = "The Acme vacuum robot has a limited warranty of 12 months from the date of purchase."
@@ -255,8 +255,8 @@ def test_judge_block_in_policy_is_strict() -> None:
 
 
 def test_a_sure_adapter_escalates_nothing() -> None:
-    from groundproxy.guards.adapter import Adapter
-    from groundproxy.guards.judge_merge import adapter_sure
+    from groundproxy.guards.adapter.combiner import Adapter
+    from groundproxy.guards.judge.merge import adapter_sure
 
     good = {"fit": {"oof_balanced_accuracy": 0.9}}
     data = {"version": 1, "verifier": "fake", "features": ["trust"], "mean": [0.5],

@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 
 from groundproxy.guards.action import answer_action, below_floor, claim_action
-from groundproxy.guards.judge import Escalated, JudgeVerdict, Outcome, checked, quote_holds
-from groundproxy.guards.judge_merge import judged_label, merge, summarize
+from groundproxy.guards.judge.merge import judged_label, merge, summarize
+from groundproxy.guards.judge.opinion import Escalated, JudgeVerdict, Outcome, checked, quote_holds
 from groundproxy.guards.types import Claim, ClaimResult, Evidence, Probs
 from groundproxy.policies.schema import local_policy
 
@@ -97,7 +97,8 @@ def _ev(text: str = "The warranty lasts 12 months.") -> Evidence:
 
 
 def _ruled(claim: str = "The warranty lasts 24 months.") -> ClaimResult:
-    """A claim a value rule contradicted, with its correction (as guards.decide makes it)."""
+    """A claim a value rule contradicted, with its correction (as guards.verdict.decide makes
+    it)."""
     probs = Probs(0.1, 0.8, 0.1)
     return ClaimResult(
         Claim(claim, (0, len(claim))), "contradicted", probs, 0.2, citations=[_ev()],

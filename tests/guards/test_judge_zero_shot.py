@@ -10,7 +10,7 @@ import pytest
 
 from groundproxy.errors import PolicyError
 from groundproxy.guards import Adapter, ZeroShotRecord, read_adapter, read_record
-from groundproxy.guards.judge_merge import (
+from groundproxy.guards.judge.merge import (
     ADAPTER_GOOD,
     ZERO_SHOT_PROOF,
     JudgeSummary,

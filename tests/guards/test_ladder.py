@@ -1,5 +1,5 @@
-"""The verifier ladder (guards.ladder, the ``climb`` stage of guards.stages.verify) with
-scripted verifiers: which claims climb to the strong rung (margin, share), its time budget
+"""The verifier ladder (guards.verdict.ladder, the ``climb`` stage of guards.verdict.stages.verify)
+with scripted verifiers: which claims climb to the strong rung (margin, share), its time budget
 (a claim it would not finish is skipped, marked), its failure (marked, fast verdict kept),
 its own threshold, and what the body and the ``x-groundproxy-ladder`` header say."""
 
@@ -19,12 +19,12 @@ from groundproxy.guards import (
     report_headers,
     verify,
 )
-from groundproxy.guards.judge import JudgeVerdict, Outcome
-from groundproxy.guards.judge_merge import merge
-from groundproxy.guards.ladder import select, share_cap
+from groundproxy.guards.judge.merge import merge
+from groundproxy.guards.judge.opinion import JudgeVerdict, Outcome
 from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
-from groundproxy.guards.stages import Verified
 from groundproxy.guards.types import ClaimResult, Pair, Probs
+from groundproxy.guards.verdict.ladder import select, share_cap
+from groundproxy.guards.verdict.stages import Verified
 from groundproxy.policies.schema import LadderPolicy, Policy, local_policy
 from groundproxy.testing.clock import FakeClock
 from groundproxy.testing.verifiers import SUPPORTED, ScriptedVerifier

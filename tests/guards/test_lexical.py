@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from groundproxy.guards.lexical import CONTRADICTED_SHARE, LexicalVerifier
 from groundproxy.guards.types import Pair, Verifier
+from groundproxy.guards.verdict.lexical import CONTRADICTED_SHARE, LexicalVerifier
 
 SUPPORT = "Our products come with a limited warranty of 12 months from the date of purchase."
 UNRELATED = "The cafeteria serves vegetarian lunch on Fridays in building C."

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from groundproxy.guards.lexical import LexicalVerifier
-from groundproxy.guards.lexical_best import LexicalScorer
+from groundproxy.guards.evidence.lexical_best import LexicalScorer
 from groundproxy.guards.types import Pair
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 
 TEXT = (
     "the warranty covers parts and labour for twelve months from purchase; claims need a "

@@ -1,4 +1,4 @@
-"""The upstream-logprob signal (guards.logprobs) and how the adapter reads it."""
+"""The upstream-logprob signal (guards.verdict.logprobs) and how the adapter reads it."""
 
 from __future__ import annotations
 

@@ -1,17 +1,17 @@
-"""guards.logprobs_kept: citation markers and a "Sources:" block keep the logprobs; any
+"""guards.verdict.logprobs_kept: citation markers and a "Sources:" block keep the logprobs; any
 other change drops them, with a note saying precisely why (issue 31, item 4)."""
 
 from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.logprobs_kept import (
+from groundproxy.guards.types import Claim, ClaimAction, ClaimResult, Probs
+from groundproxy.guards.verdict.logprobs_kept import (
     PieceTally,
     TokenQueue,
     dropped_note,
     still_describes,
 )
-from groundproxy.guards.types import Claim, ClaimAction, ClaimResult, Probs
 
 ANSWER = "The warranty lasts 12 months. Batteries are covered for 6 months."
 SOURCES = '\n\nSources:\n[1] acme:handbook#0 — "The warranty lasts 12 months."'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.uncertainty import decision_risk, margin_risk
+from groundproxy.guards.verdict.uncertainty import decision_risk, margin_risk
 
 
 def test_the_margin_is_one_at_the_threshold_and_zero_where_the_verifier_is_sure() -> None:

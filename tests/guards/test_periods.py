@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.quantities import extract_quantities
-from groundproxy.guards.rules import check_claim
+from groundproxy.guards.rules.check import check_claim
+from groundproxy.guards.rules.quantities import extract_quantities
 
 MANUAL = "Replace the HEPA filter every 3 months. Clean the brushes every week."
 

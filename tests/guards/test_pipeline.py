@@ -11,7 +11,6 @@ import numpy.typing as npt
 import pytest
 
 from groundproxy.errors import GuardError
-from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.pipeline import Backends, run_guard, unverified_report
 from groundproxy.guards.types import (
     CONTRADICTION_MIN,
@@ -23,6 +22,7 @@ from groundproxy.guards.types import (
     Probs,
     Verifier,
 )
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.policies.schema import Policy, local_policy
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groundproxy.guards.report import report_body, report_headers
+from groundproxy.guards.answer.report import report_body, report_headers
 from groundproxy.guards.types import Claim, ClaimResult, Evidence, GuardReport, Probs
 
 HANDBOOK = Evidence(
@@ -157,7 +157,7 @@ def test_unverified_flag_and_empty_report() -> None:
 
 
 def test_citations_header_is_capped_with_a_count() -> None:
-    from groundproxy.guards.report import MAX_CITATIONS_HEADER
+    from groundproxy.guards.answer.report import MAX_CITATIONS_HEADER
 
     r = report()
     r.claims[0].citations = [

@@ -1,5 +1,5 @@
-"""Request-context evidence at a cost proportional to the claims (guards.request_evidence,
-guards.bm25, guards.evidence_vectors)."""
+"""Request-context evidence at a cost proportional to the claims (guards.evidence.request_evidence,
+guards.evidence.bm25, guards.evidence.vectors)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import numpy.typing as npt
 import pytest
 
 from groundproxy.errors import GuardTimeoutError
-from groundproxy.guards.bm25 import K1, B, Bm25Index, terms
-from groundproxy.guards.claims import decompose
-from groundproxy.guards.evidence_split import evidence_sentences
-from groundproxy.guards.evidence_vectors import SLICE_CHARS, RequestVectors
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.answer.report import report_body, report_headers
+from groundproxy.guards.claims.decompose import decompose
+from groundproxy.guards.evidence.bm25 import K1, B, Bm25Index, terms
+from groundproxy.guards.evidence.request_evidence import RequestContext, request_evidence
+from groundproxy.guards.evidence.split import evidence_sentences
+from groundproxy.guards.evidence.vectors import SLICE_CHARS, RequestVectors
 from groundproxy.guards.pipeline import Backends, gather_evidence, run_guard
-from groundproxy.guards.report import report_body, report_headers
-from groundproxy.guards.request_evidence import RequestContext, request_evidence
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.policies.schema import local_policy
 from groundproxy.testing.embedders import HashingEmbedder
 
@@ -130,7 +130,7 @@ def test_a_long_context_embeds_only_what_the_claims_can_be_about() -> None:
 
 
 def context_evidence_texts() -> list[str]:
-    from groundproxy.guards.context import context_evidence
+    from groundproxy.guards.evidence.context import context_evidence
 
     return [w.text for w in context_evidence([("system", _context())])]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from groundproxy.guards.action import render
-from groundproxy.guards.claims import decompose
-from groundproxy.guards.decide import rendered_trust
+from groundproxy.guards.claims.decompose import decompose
 from groundproxy.guards.types import ClaimResult, Evidence, Probs, Verdict
+from groundproxy.guards.verdict.decide import rendered_trust
 from groundproxy.policies.schema import Policy, local_policy
 
 SUP = Probs(0.9, 0.02, 0.08)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from groundproxy.guards.entities import mentions, named_entities
-from groundproxy.guards.quantities import extract_quantities
-from groundproxy.guards.rules import check_claim
+from groundproxy.guards.rules.check import check_claim
+from groundproxy.guards.rules.entities import mentions, named_entities
+from groundproxy.guards.rules.quantities import extract_quantities
 from groundproxy.policies.schema import RulesPolicy
 
 WARRANTY_EVIDENCE = ["Every robot comes with a warranty of 12 months from the date of purchase."]

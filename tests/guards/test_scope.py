@@ -1,14 +1,14 @@
 """Issue 40 item 2: a value asserted as past, planned, hypothetical, someone's belief, of
 another edition or variant, or in a keyword-stuffed line is not support for the present
-claim — for the rules (guards.rules via guards.scope) and for the framing of a claim."""
+claim — for the rules (guards.rules.check via guards.rules.scope) and for the framing of a claim."""
 
 from __future__ import annotations
 
 import pytest
 
-from groundproxy.guards.framing import frame
-from groundproxy.guards.rules import check_claim
-from groundproxy.guards.scope import scoped, stuffed
+from groundproxy.guards.rules.check import check_claim
+from groundproxy.guards.rules.framing import frame
+from groundproxy.guards.rules.scope import scoped, stuffed
 
 HANDBOOK = (
     "Every Acme vacuum robot comes with a limited warranty of 12 months from the date of purchase."

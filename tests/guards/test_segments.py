@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from groundproxy.guards.segments import Segment, SentenceSegmenter
+from groundproxy.guards.claims.segments import Segment, SentenceSegmenter
 
 MARKDOWN = (
     "# Warranty\n\nThe warranty lasts 24 months. Dr. Smith said so, e.g. in 2021.\n\n"

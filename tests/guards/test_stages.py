@@ -1,5 +1,5 @@
-"""The guard's two stages (guards.stages, guards.action), the failure decisions
-(guards.action) and the piece-by-piece answer of sentence streaming (guards.streamed), with
+"""The guard's two stages (guards.verdict.stages, guards.action), the failure decisions
+(guards.action) and the piece-by-piece answer of sentence streaming (guards.answer.streamed), with
 the real lexical verifier and request-context evidence."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 from groundproxy.errors import GuardError, GuardTimeoutError
 from groundproxy.guards.action import Segment, apply, disabled_report, failure_report
-from groundproxy.guards.failures import budget_error
-from groundproxy.guards.lexical import LexicalVerifier
+from groundproxy.guards.answer.failures import budget_error
+from groundproxy.guards.answer.streamed import StreamedAnswer
 from groundproxy.guards.pipeline import Backends, evidence_fn, run_guard
-from groundproxy.guards.stages import Verified, verify
-from groundproxy.guards.streamed import StreamedAnswer
+from groundproxy.guards.verdict.lexical import LexicalVerifier
+from groundproxy.guards.verdict.stages import Verified, verify
 from groundproxy.policies.schema import Policy, local_policy
 
 CONTEXT = [("system", "The warranty lasts 12 months. Batteries are covered for 6 months.")]

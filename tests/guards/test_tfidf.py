@@ -1,4 +1,4 @@
-"""guards.tfidf computes scikit-learn's TfidfVectorizer matrix itself: the same cosines."""
+"""guards.evidence.tfidf computes scikit-learn's TfidfVectorizer matrix itself: the same cosines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from groundproxy.guards import tfidf
+from groundproxy.guards.evidence import tfidf
 
 EVAL = Path(__file__).resolve().parents[1] / "data" / "eval"  # seeded slices (tests/data)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.trace_walk import TraceClaim, TraceNode, final_step, walk_back
+from groundproxy.guards.verdict.trace_walk import TraceClaim, TraceNode, final_step, walk_back
 
 TOPICS = ("warehouse", "revenue", "costs", "moon")
 

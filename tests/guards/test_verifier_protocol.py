@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.cache import CachingVerifier, VerdictCache
-from groundproxy.guards.decide import contradiction_bar
-from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs, Verifier, WrappedVerifier
+from groundproxy.guards.verdict.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.verdict.decide import contradiction_bar
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.models.batching import BatchingVerifier, BatchOptions
 
 ROOT = Path(__file__).resolve().parents[2]

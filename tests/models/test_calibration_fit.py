@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from groundproxy.guards.uncertainty import Calibration
+from groundproxy.guards.verdict.uncertainty import Calibration
 from groundproxy.models.ranker_file import read_ranker
 from training.calibration import Recipe, file_weights, fit_rows, held_out, main
 

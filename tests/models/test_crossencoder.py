@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from groundproxy.errors import ModelLoadError
-from groundproxy.guards.cache import CachingVerifier, VerdictCache
-from groundproxy.guards.decide import contradiction_bar, model_threshold
 from groundproxy.guards.types import Pair
+from groundproxy.guards.verdict.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.verdict.decide import contradiction_bar, model_threshold
 from groundproxy.models.built_verifier import BuiltVerifier, load_build
 from groundproxy.models.registry import DEFAULT_VERIFIER, SHIPPED_MODELS, VerifierRegistry
 

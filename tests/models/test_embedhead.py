@@ -131,7 +131,7 @@ def test_the_default_verifier_is_the_shipped_int8_head() -> None:
     assert default.name == "embedhead" and default.variant == "int8"
     assert "default" in registry.loaded()
     # its contradiction bar was fitted on train data and is what the guard applies
-    from groundproxy.guards.decide import contradiction_bar
+    from groundproxy.guards.verdict.decide import contradiction_bar
 
     assert 0.5 < contradiction_bar(default) < 1.0
     assert contradiction_bar(default) == load_meta(MODEL_DIR)["contradiction_min"]
@@ -201,8 +201,8 @@ def test_a_short_answer_is_searched_with_its_question(answer: str, verdict: str)
 def test_the_contradiction_bar_survives_the_proxy_wrappers() -> None:
     """The proxy scores through a per-tenant verdict cache (and, with batching on, a
     micro-batcher): the guard must still see the model's bar, not the 0.5 default."""
-    from groundproxy.guards.cache import CachingVerifier, VerdictCache
-    from groundproxy.guards.decide import contradiction_bar
+    from groundproxy.guards.verdict.cache import CachingVerifier, VerdictCache
+    from groundproxy.guards.verdict.decide import contradiction_bar
     from groundproxy.models.batching import BatchingVerifier
 
     default = VerifierRegistry().get("default")

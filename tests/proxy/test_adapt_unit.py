@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from groundproxy.errors import BadRequestError, PolicyError
-from groundproxy.guards.adapter import Adapter
-from groundproxy.guards.adapter_features import (
+from groundproxy.guards.adapter.combiner import Adapter
+from groundproxy.guards.adapter.features import (
     FEATURE_SETS,
     FEATURES,
     LEGACY_FEATURES,
     TOKEN_FEATURES,
     features_from_signals,
 )
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS
 from groundproxy.proxy.cli.adapt import (
     Candidates,
     Conformal,

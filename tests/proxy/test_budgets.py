@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from groundproxy.errors import ModelLoadError
-from groundproxy.guards.cache import CachingVerifier, VerdictCache
-from groundproxy.guards.lexical import LexicalVerifier
 from groundproxy.guards.types import CONTRADICTION_MIN, Pair, Probs
+from groundproxy.guards.verdict.cache import CachingVerifier, VerdictCache
+from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.models import registry
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.serving.guarding import GuardService, build_guard

@@ -15,8 +15,8 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from groundproxy.guards.stages import decide
 from groundproxy.guards.types import Claim, ClaimResult, Evidence, Probs
+from groundproxy.guards.verdict.stages import decide
 from groundproxy.policies.schema import local_policy
 from groundproxy.proxy.serving.judge_limits import (
     MAX_STORED_REASON,

@@ -11,10 +11,10 @@ import anyio
 import pytest
 
 from groundproxy.errors import RateLimitError, UpstreamError, UpstreamTimeoutError
-from groundproxy.guards.judge_merge import Judged
-from groundproxy.guards.rules import RuleResult
-from groundproxy.guards.stages import ScoredClaim, Verified, decide
+from groundproxy.guards.judge.merge import Judged
+from groundproxy.guards.rules.check import RuleResult
 from groundproxy.guards.types import Claim, Evidence, Probs
+from groundproxy.guards.verdict.stages import ScoredClaim, Verified, decide
 from groundproxy.policies.schema import Policy, local_policy
 from groundproxy.proxy.metrics import Metrics
 from groundproxy.proxy.serving.judging import JudgeService, RateLimiter

@@ -9,7 +9,7 @@ import pytest
 
 from groundproxy.errors import BadRequestError, PolicyError
 from groundproxy.guards import FEATURES, Adapter, ZeroShotRecord, read_record
-from groundproxy.guards.judge_merge import ADAPTER_GOOD, ZERO_SHOT_PROOF, adapter_decides
+from groundproxy.guards.judge.merge import ADAPTER_GOOD, ZERO_SHOT_PROOF, adapter_decides
 from groundproxy.proxy.cli.label_count import (
     JUDGE_LABELS_PER_KEY,
     WINDOW_S,

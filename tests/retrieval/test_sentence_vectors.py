@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from groundproxy.guards.claims import decompose
+from groundproxy.guards.claims.decompose import decompose
 from groundproxy.guards.pipeline import gather_evidence
 from groundproxy.guards.types import Embedder, Pair
 from groundproxy.models.embedhead_verifier import EmbedHeadVerifier

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groundproxy.guards.report import report_body
+from groundproxy.guards.answer.report import report_body
 from groundproxy.proxy.serving.guarding import GuardService
 from tests.verdict.conftest import guarded
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from groundproxy.guards.decide import model_threshold
+from groundproxy.guards.verdict.decide import model_threshold
 from groundproxy.models.embedhead_verifier import MODEL_DIR, load_meta
 from groundproxy.proxy.cli.evaluate import EvalJob, evaluate, sample_rows
 from groundproxy.proxy.serving.guarding import GuardService

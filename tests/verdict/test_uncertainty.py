@@ -9,10 +9,10 @@ import pytest
 
 from groundproxy.errors import ModelLoadError
 from groundproxy.guards import answer_signals, decide_claims
-from groundproxy.guards.adapter_signals import CLAIM_FIELDS
-from groundproxy.guards.cache import CachingVerifier
-from groundproxy.guards.stages import decide
-from groundproxy.guards.uncertainty import (
+from groundproxy.guards.adapter.signals import CLAIM_FIELDS
+from groundproxy.guards.verdict.cache import CachingVerifier
+from groundproxy.guards.verdict.stages import decide
+from groundproxy.guards.verdict.uncertainty import (
     RISK_FEATURES,
     ErrorRanker,
     error_ranker,

@@ -1,0 +1,1 @@
+"""Answer → claims: sentences, markdown prose, stream pieces, JSON statements."""

@@ -1,0 +1,1 @@
+"""Claim → evidence: the request's own context, passage vectors, BM25 / TF-IDF selection."""

@@ -1,0 +1,3 @@
+"""Symbolic checks of a claim against its evidence: values, units, periods, names, slots,
+polarity, scope and framing.
+"""
