@@ -17,6 +17,7 @@ The verifier reads the same object (it is the evidence's ``sentences``, a
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -122,16 +123,16 @@ class RequestVectors:
         while at < len(todo):
             if halt is not None and halt():
                 raise GuardTimeoutError("guard stopped at its deadline")
-            room = float(SLICE_CHARS)
+            capped = math.inf  # the hard limits: max_chars, then the budget's reserve
             if max_chars is not None:
-                room = min(room, max_chars - self.counts.embedded_chars)
-            in_time = room
+                capped = float(max_chars - self.counts.embedded_chars)
+            limit = capped
             if until is not None:
-                room = min(room, (until - time.monotonic()) / PACE.s_per_char)
-            piece = _slice(todo, at, room)
+                limit = min(limit, (until - time.monotonic()) / PACE.s_per_char)
+            piece = _slice(todo, at, SLICE_CHARS, limit)
             if not piece:  # the cap or the budget's reserve: the rest stays without vectors
                 self.counts.stopped = True
-                self.counts.out_of_time = bool(_slice(todo, at, in_time))
+                self.counts.out_of_time = bool(_slice(todo, at, SLICE_CHARS, capped))
                 return
             chars = sum(len(t) for t in piece)
             began = time.perf_counter()
@@ -159,20 +160,21 @@ def encode_sliced(
     while at < len(items):
         if halt():
             raise GuardTimeoutError("guard stopped at its deadline")
-        piece = _slice(items, at, SLICE_CHARS) or [items[at]]
+        piece = _slice(items, at, SLICE_CHARS)
         parts.append(np.asarray(embedder.encode(piece), dtype=np.float32))
         at += len(piece)
     return np.concatenate(parts)
 
 
-def _slice(todo: Sequence[str], at: int, room: float) -> list[str]:
-    """The texts from ``at`` on that fit in ``room`` characters (the first one alone always
-    fits a full slice: a sentence is at most SLICE_CHARS-sized in practice)."""
+def _slice(todo: Sequence[str], at: int, size: int, limit: float = math.inf) -> list[str]:
+    """The texts from ``at`` on for one embedder call: about ``size`` characters — a text
+    longer than ``size`` makes a slice alone (a 400-character sentence is still evidence) —
+    and never past ``limit`` characters in all (the cap or the time left: a hard stop)."""
     out: list[str] = []
-    size = 0
+    total = 0
     for t in todo[at:]:
-        if size + len(t) > room and (out or len(t) > room):
+        if total + len(t) > limit or (out and total + len(t) > size):
             break
         out.append(t)
-        size += len(t)
+        total += len(t)
     return out

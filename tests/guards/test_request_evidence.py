@@ -217,3 +217,21 @@ def test_a_small_context_keeps_every_window_and_no_note() -> None:
                        policy=policy,
                        backends=Backends(LexicalVerifier(), HashingEmbedder()))  # fmt: skip
     assert "context" not in report_body(report, "t@1") and report.context is not None
+
+
+def test_a_sentence_longer_than_a_slice_is_embedded_alone_not_dropped() -> None:
+    """A slice is about SLICE_CHARS characters; a longer sentence is a slice of its own.
+    (Slices of 300 characters once left every longer sentence — and everything after it —
+    without a vector: 4 of 15 supported HaluEval answers were then rejected by the rules.)"""
+    embedder = Counting()
+    long = "The Berlin office of Acme opened in 1952 and " + "grew steadily, " * 40 + "too."
+    short = "The Oslo office employs 47 engineers."
+    assert len(long) > SLICE_CHARS
+    vectors = RequestVectors(embedder)
+    vectors.fill([long, short])
+    assert vectors.has(long) and vectors.has(short) and not vectors.counts.stopped
+    assert embedder.texts == [long, short]  # two calls: the long one alone
+    capped = RequestVectors(Counting())
+    capped.fill([short, long], max_chars=len(short) + 10)  # the cap is still a hard stop
+    assert capped.has(short) and not capped.has(long) and capped.counts.stopped
+    assert not capped.counts.out_of_time
