@@ -13,7 +13,7 @@ with other evidence left out) — rows neither shipped model trained on, the dat
 on. ``--split eval``: seeded rows of ../shared/data/eval, to report only.
 
     python -m bench.verifier_pair --split train --rows 50 --work DIR [--a embedhead]
-        [--b crossencoder] [--only FILE …]
+        [--b crossencoder] [--only FILE …] [--missing-support X]
 
 Rows are pickled per file under ``--work`` (resumable); ``--table-only`` re-prints the
 table from them.
@@ -40,6 +40,7 @@ from groundproxy.guards.verdict.ladder import select
 from groundproxy.guards.verdict.lexical import LexicalVerifier
 from groundproxy.guards.verdict.stages import Verified, decide, verify
 from groundproxy.models.scoring import balanced_accuracy
+from groundproxy.policies.schema import Policy
 from groundproxy.proxy.offline import eval_policy
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
@@ -103,8 +104,19 @@ def as_b(v: Verified, b_probs: list[Probs], tau: float | None, bar: float) -> Ve
     return replace(v, claims=claims, model_threshold=tau, contradiction_min=bar)
 
 
-def extract(split: str, n: int, work: Path, names: tuple[str, str], only: list[str]) -> None:
+def bench_policy(missing_support: float | None) -> Policy:
+    """The default policy on the request's context; ``missing_support`` replaces its
+    ``rules.missing_support`` when given."""
     policy = eval_policy("default", "context")
+    if missing_support is None:
+        return policy
+    rules = policy.rules.model_copy(update={"missing_support": missing_support})
+    return policy.model_copy(update={"rules": rules})
+
+
+def extract(
+    split: str, n: int, work: Path, names: tuple[str, str], only: list[str], policy: Policy
+) -> None:
     files = sorted((DATA / split).glob("*.jsonl"), key=lambda p: p.stat().st_size)
     with build_guard(Settings(batch_window_ms=0)) as guard:
         a, b = guard.verifier(names[0]), guard.verifier(names[1])
@@ -255,6 +267,12 @@ def main() -> None:
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument(
+        "--missing-support",
+        type=float,
+        default=None,
+        help="the policy's rules.missing_support (default: the shipped default policy's)",
+    )
+    ap.add_argument(
         "--ladder",
         nargs="+",
         type=float,
@@ -267,7 +285,8 @@ def main() -> None:
     names = (args.a, args.b)
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
-        extract(args.split, args.rows, args.work, names, args.only)
+        policy = bench_policy(args.missing_support)
+        extract(args.split, args.rows, args.work, names, args.only, policy)
     text = table(args.split, args.work, names)
     if args.ladder:
         for margin in args.ladder[1:]:

@@ -120,6 +120,10 @@ class VerifierPolicy(_Strict):
 class RulesPolicy(_Strict):
     numbers_need_evidence: bool = True
     entities_need_evidence: bool = True
+    # a claim with a number or name no passage states (a missing value; a value stated
+    # otherwise is a mismatch and contradicts) is supported only when the verifier's
+    # P(supported) reaches threshold + missing_support × (1 − threshold): 1 = never
+    missing_support: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
 class ActionsPolicy(_Strict):

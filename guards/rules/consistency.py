@@ -2,7 +2,8 @@
 
 An answer may state a value twice — in prose and again in a markdown table cell or a list
 ("lasts 24 months" … "| Robot | 24 months |"). When one claim's value is corrected by the
-evidence (a rule mismatch), every other claim of the answer that is not supported and
+evidence (a rule mismatch), every other claim of the answer that is not supported (or is
+supported only past a missing value, `rules.missing_support`) and
 states the same value (same slot, :meth:`guards.rules.quantities.Quantity.same_value`) gets the
 same correction and verdict, citing the same evidence: the prose is never corrected to 12
 while the table keeps 24.
@@ -26,7 +27,9 @@ def harmonize(rules: Sequence[RuleResult], results: Sequence[ClaimResult]) -> li
         if rule.swaps and r.verdict == "contradicted" and r.correction
     ]  # fmt: skip
     for j, r in enumerate(results):
-        if r.verdict == "supported" or r.correction:
+        # a claim supported past a missing value (rules.missing_support) is not safe from a
+        # value the answer's other claims were corrected on
+        if (r.verdict == "supported" and rules[j].ok) or r.correction:
             continue
         for i, src in sources:
             fixed = same_correction(r.claim.text, rules[i].swaps)

@@ -18,6 +18,7 @@ from groundproxy.guards.verdict.decide import (
     Bars,
     contradiction_bar,
     decide_claim,
+    missing_bar,
     resolve_threshold,
     trust_score,
 )
@@ -41,6 +42,7 @@ def decide(probs: list[Probs], rule: RuleResult = OK, **kw: float) -> ClaimResul
         threshold=kw.get("threshold", 0.6),
         max_uncertainty=kw.get("max_uncertainty", 0.9),
         contradiction_min=kw.get("contradiction_min", CONTRADICTION_MIN),
+        missing_support=kw.get("missing_support", 1.0),
     )
     return decide_claim(CLAIM, evidence, probs, rule, bars)
 
@@ -146,6 +148,43 @@ def test_missing_rule_caps_support() -> None:
     assert r.probs.supported == MISSING_CAP
     assert r.probs.unverifiable == pytest.approx(0.04 + 0.95 - MISSING_CAP)
     assert r.explanation == rule.explanation
+
+
+MISSING = RuleResult(
+    ok=False,
+    missing=["Acme Corporation"],
+    explanation="claim names Acme Corporation; no evidence mentions it",
+)
+
+
+def test_a_missing_value_gives_way_only_to_support_above_the_missing_bar() -> None:
+    # threshold 0.6, missing_support 0.5: the bar is half way from 0.6 to 1
+    assert missing_bar(Bars(0.6, 0.9, missing_support=0.5)) == pytest.approx(0.8)
+    r = decide([Probs(0.85, 0.05, 0.10)], MISSING, missing_support=0.5)
+    assert r.verdict == "supported" and r.probs.supported == 0.85
+    assert "above the missing bar 0.80" in r.explanation and MISSING.explanation in r.explanation
+    below = decide([Probs(0.75, 0.05, 0.20)], MISSING, missing_support=0.5)  # ≥ τ, < bar
+    assert below.verdict == "unverifiable" and below.probs.supported == MISSING_CAP
+    assert below.explanation == MISSING.explanation
+
+
+def test_missing_support_one_keeps_the_veto_and_zero_leaves_the_verifier_alone() -> None:
+    assert missing_bar(Bars(0.6, 0.9, missing_support=1.0)) is None
+    assert decide([Probs(0.999, 0.0005, 0.0005)], MISSING).verdict == "unverifiable"
+    assert missing_bar(Bars(0.6, 0.9, missing_support=0.0)) == pytest.approx(0.6)
+    assert decide([Probs(0.61, 0.1, 0.29)], MISSING, missing_support=0.0).verdict == "supported"
+    assert decide([Probs(0.59, 0.1, 0.31)], MISSING, missing_support=0.0).verdict == "unverifiable"
+
+
+def test_no_support_outweighs_a_mismatch() -> None:
+    rule = RuleResult(
+        ok=False,
+        missing=["Acme Corporation"],
+        mismatches=[("24 months", "12 months")],
+        explanation="evidence states 12 months, claim states 24 months",
+    )
+    r = decide([Probs(0.99, 0.005, 0.005)], rule, missing_support=0.0)
+    assert r.verdict == "contradicted"
 
 
 def test_no_evidence() -> None:

@@ -115,6 +115,7 @@ def test_unknown_top_level_key_names_closest(tmp_path: Path) -> None:
         ),
         ("actions:\n  Contradicted: block\n", "did you mean 'actions.contradicted'?"),
         ("verifier:\n  decison: learned\n", "did you mean 'verifier.decision'?"),
+        ("rules:\n  missing_suport: 0.5\n", "did you mean 'rules.missing_support'?"),
         (
             "verifier:\n  zzz: 1\n",
             "unknown key 'verifier.zzz' — valid keys under 'verifier': model,",
