@@ -69,6 +69,10 @@ class RuleResult:
 
     ok: bool
     missing: list[str] = field(default_factory=list)
+    # the missing values a passage of the claim's own evidence states otherwise: a value of
+    # the same kind and unit, another value ("15:00" where the passage says "10:00") that no
+    # slot rule could pin as a mismatch; no verifier support outweighs these
+    contested: list[str] = field(default_factory=list)
     mismatches: list[tuple[str, str]] = field(default_factory=list)  # (claim, evidence)
     correction: str | None = None
     explanation: str = ""
@@ -239,6 +243,26 @@ def _quantities(text: str) -> tuple[Quantity, ...]:
     return tuple(q for q in found if not any(s <= q.span[0] < e for s, e in ids))
 
 
+def _contesting(
+    claim: str,
+    q: Quantity,
+    evidence: Sequence[str],
+    evidence_qs: Sequence[Sequence[Quantity]],
+    about: Sequence[bool],
+) -> list[str]:
+    """The other values of q's kind and unit that the claim's passages about its item state
+    in words like the claim's around q ("meeting … room" around "10:00" for "15:00"): no slot
+    rule pinned them as q's, yet they stand where q would (RuleResult.contested)."""
+    near = _near_words(claim, q)
+    return [
+        e.display
+        for text, qs, on_item in zip(evidence, evidence_qs, about, strict=True)
+        if on_item
+        for e in qs
+        if _comparable(q, e) and not q.same_value(e) and near & _near_words(text, e)
+    ]
+
+
 def _find_mismatch(
     claim: str,
     q: Quantity,
@@ -301,6 +325,7 @@ def check_claim(
         names_all(claim_ids, t) and all(mentions(n, [t]) for n in claim_names) for t in evidence
     ]
     missing: list[str] = []
+    contested: list[str] = []
     mismatches: list[tuple[str, str]] = []
     swaps: list[tuple[tuple[int, int], str]] = []
     pairs: list[tuple[Quantity, Quantity]] = []
@@ -338,7 +363,12 @@ def check_claim(
                 notes.append(f"evidence denies {q.display}, claim asserts it")
         elif rules.numbers_need_evidence:
             missing.append(q.display)
-            notes.append(f"claim states {q.display}; no evidence states it")
+            others = _contesting(claim, q, evidence, evidence_qs, about)
+            if others:
+                contested.append(q.display)
+                notes.append(f"claim states {q.display}; the evidence states {others[0]}")
+            else:
+                notes.append(f"claim states {q.display}; no evidence states it")
     if rules.entities_need_evidence:
         for name in claim_ids:
             if not any(names_all([name], t) for t in (*evidence, *extra)):
@@ -358,6 +388,7 @@ def check_claim(
     return RuleResult(
         ok=not missing and not mismatches,
         missing=missing,
+        contested=contested,
         mismatches=mismatches,
         correction=correction,
         explanation="; ".join(notes),

@@ -151,11 +151,13 @@ def missing_bar(bars: Bars) -> float | None:
 
 def _rules_allow(rule: RuleResult, support: float, bars: Bars) -> bool:
     """A claim's rules let it be supported: nothing failed, or only missing values (no
-    mismatch) and the verifier's ``support`` reaches the missing bar."""
+    mismatch, none contested: stated otherwise by a passage of the claim's) and the
+    verifier's ``support`` reaches the missing bar."""
     if rule.ok:
         return True
     bar = missing_bar(bars)
-    return not rule.mismatches and bar is not None and support >= bar
+    uncontested = not rule.mismatches and not rule.contested
+    return uncontested and bar is not None and support >= bar
 
 
 def decide_claim(

@@ -176,6 +176,17 @@ def test_missing_support_one_keeps_the_veto_and_zero_leaves_the_verifier_alone()
     assert decide([Probs(0.59, 0.1, 0.31)], MISSING, missing_support=0.0).verdict == "unverifiable"
 
 
+def test_no_support_outweighs_a_contested_value() -> None:
+    rule = RuleResult(
+        ok=False,
+        missing=["15:00"],
+        contested=["15:00"],
+        explanation="claim states 15:00; the evidence states 10:00",
+    )
+    r = decide([Probs(0.99, 0.005, 0.005)], rule, missing_support=0.0)
+    assert r.verdict == "unverifiable" and r.explanation == rule.explanation
+
+
 def test_no_support_outweighs_a_mismatch() -> None:
     rule = RuleResult(
         ok=False,

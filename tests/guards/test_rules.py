@@ -219,3 +219,18 @@ def test_the_parser_reads_the_noun_a_number_counts() -> None:
         (10.0, "dentist", "10 dentists", True),
     ]
     assert read("two of them left") == []  # no whole: still too idiomatic
+
+
+def test_a_missing_value_another_value_of_its_kind_stands_for_is_contested() -> None:
+    # "15:00" is not pinned to the passage's "10:00" as a mismatch (two values in the
+    # sentence), but the passage states a time in words like the claim's around it: no
+    # verifier support outweighs it (guards.verdict.decide, rules.missing_support)
+    r = check_claim(
+        "The meeting is on Friday at 15:00 in room 42.",
+        ["The team meeting is on Tuesday at 10:00 in room 42."],
+    )
+    assert r.missing == ["15:00"] and r.contested == ["15:00"] and not r.mismatches
+    assert r.explanation == "claim states 15:00; the evidence states 10:00"
+    # a value of the same kind about something else ("takes 3 days") contests nothing
+    other = check_claim("The warranty lasts 24 months.", ["Shipping takes 3 days."])
+    assert other.missing == ["24 months"] and other.contested == []
