@@ -252,14 +252,16 @@ def _contesting(
 ) -> list[str]:
     """The other values of q's kind and unit that the claim's passages about its item state
     in words like the claim's around q ("meeting … room" around "10:00" for "15:00"): no slot
-    rule pinned them as q's, yet they stand where q would (RuleResult.contested)."""
+    rule pinned them as q's, yet they stand where q would (RuleResult.contested). A claim
+    with no words around q (a stream's held fragment: "of 24 months") cannot tell slots
+    apart: every such value contests it."""
     near = _near_words(claim, q)
     return [
         e.display
         for text, qs, on_item in zip(evidence, evidence_qs, about, strict=True)
         if on_item
         for e in qs
-        if _comparable(q, e) and not q.same_value(e) and near & _near_words(text, e)
+        if _comparable(q, e) and not q.same_value(e) and (not near or near & _near_words(text, e))
     ]
 
 
