@@ -25,15 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.verifier_pair import DATA, Recorder, bench_policy, pool
-from groundproxy.guards.pipeline import evidence_fn
+from bench.verifier_pair import DATA, Recorder, bench_policy, pool, stage_one
 from groundproxy.guards.types import Probs
-from groundproxy.guards.verdict.decide import Bars, decide_claim, model_threshold
-from groundproxy.guards.verdict.stages import ScoredClaim, decide, verify
+from groundproxy.guards.verdict.decide import Bars, contradiction_bar, decide_claim, model_threshold
+from groundproxy.guards.verdict.stages import ScoredClaim, decide
 from groundproxy.models.scoring import balanced_accuracy
 from groundproxy.proxy.serving.guarding import build_guard
 from groundproxy.proxy.settings import Settings
-from groundproxy.proxy.storage.feedback import parse_labelled
 
 SWEEP = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.0)
 MODELS = ("embedhead", "crossencoder")
@@ -52,24 +50,15 @@ def extract(split: str, n: int, work: Path) -> dict[str, Any]:
         a, b = (guard.verifier(m) for m in MODELS)
         for path in sorted((DATA / split).glob("*.jsonl")):
             for r in pool(path, split, n):
-                item = parse_labelled(r)
                 rec = Recorder(a, b)
-                evidence = evidence_fn(
-                    [("context", c) for c in item.context],
-                    policy,
-                    guard.parts.embedder,
-                    None,
-                    item.question,
-                )
-                v = verify(item.answer, question=item.question, policy=policy, verifier=rec,
-                           evidence_for=evidence)  # fmt: skip
+                v = stage_one(guard.parts.embedder, r, policy, rec)
                 served = [c.verdict for c in decide(v, policy)]
                 claims = _claims(v.claims, rec.b_probs)
                 label = int(r["label_hallucinated"])
                 rows.append({"file": path.stem, "label": label, "claims": claims, "served": served})
             print(f"{path.stem}: done", flush=True)
         taus = {m: model_threshold(guard.verifier(m)) for m in MODELS}
-        bars = {m: guard.verifier(m).contradiction_min for m in MODELS}
+        bars = {m: contradiction_bar(guard.verifier(m)) for m in MODELS}
     out = {"rows": rows, "taus": taus, "bars": bars}
     where.write_bytes(pickle.dumps(out))
     return out

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.accuracy import lexical_scores
 from groundproxy.guards.pipeline import evidence_fn
-from groundproxy.guards.types import Pair, Probs, Verifier
+from groundproxy.guards.types import Embedder, Pair, Probs, Verifier
 from groundproxy.guards.verdict.decide import contradiction_bar, model_threshold
 from groundproxy.guards.verdict.ladder import select
 from groundproxy.guards.verdict.lexical import LexicalVerifier
@@ -114,6 +114,17 @@ def bench_policy(missing_support: float | None) -> Policy:
     return policy.model_copy(update={"rules": rules})
 
 
+def stage_one(embedder: Embedder, row: dict[str, Any], policy: Policy, rec: Recorder) -> Verified:
+    """Stage 1 of the guard on a labelled row: its answer's claims against its context as
+    request evidence, scored by ``rec`` (A, with B recorded on the same pairs)."""
+    item = parse_labelled(row)
+    evidence = evidence_fn(
+        [("context", c) for c in item.context], policy, embedder, None, item.question
+    )
+    return verify(item.answer, question=item.question, policy=policy, verifier=rec,
+                  evidence_for=evidence)  # fmt: skip
+
+
 def extract(
     split: str, n: int, work: Path, names: tuple[str, str], only: list[str], policy: Policy
 ) -> None:
@@ -125,17 +136,8 @@ def extract(
             where = work / f"{path.stem}.pkl"
             done: list[dict[str, Any]] = pickle.loads(where.read_bytes()) if where.exists() else []
             for r in pool(path, split, n)[len(done) :]:
-                item = parse_labelled(r)
                 rec = Recorder(a, b)
-                evidence = evidence_fn(
-                    [("context", c) for c in item.context],
-                    policy,
-                    guard.parts.embedder,
-                    None,
-                    item.question,
-                )
-                v = verify(item.answer, question=item.question, policy=policy, verifier=rec,
-                           evidence_for=evidence)  # fmt: skip
+                v = stage_one(guard.parts.embedder, r, policy, rec)
                 res = [decide(v, policy), decide(as_b(v, rec.b_probs, tau_b, bar_b), policy)]
                 zero = [_zero(res[0]), _zero(res[1])]
                 per_claim = [[(c.verdict, c.uncertainty) for c in rs] for rs in res]

@@ -18,10 +18,11 @@ A number or name no passage states (a *missing* value, not a mismatch) makes the
 ``unverifiable`` unless the verifier's support reaches the *missing bar*
 ``τ + rules.missing_support · (1 − τ)`` — part of the way from the threshold to certainty
 (:func:`missing_bar`; 1 = a missing value always wins, as before; 0 = the verifier alone
-decides). Chosen on held-out train rows (``bench/results/missing-support.txt``): names
+decides). Chosen on held-out train rows (``bench/results/missing-support-train.txt``): names
 of world knowledge ("music by Alberto Iglesias") and paraphrased values are missing from
 passages that still support the claim, and the veto cost more right answers than it caught
-wrong ones; a value the evidence states otherwise is a mismatch and still contradicts.
+wrong ones. A value the evidence states otherwise is a mismatch and still contradicts; a
+missing value a passage contests (:attr:`RuleResult.contested`) keeps the veto.
 
 Trust score of an answer with claims c_1 … c_n::
 
@@ -149,13 +150,12 @@ def missing_bar(bars: Bars) -> float | None:
     return bars.threshold + bars.missing_support * (1.0 - bars.threshold)
 
 
-def _rules_allow(rule: RuleResult, support: float, bars: Bars) -> bool:
+def _rules_allow(rule: RuleResult, support: float, bar: float | None) -> bool:
     """A claim's rules let it be supported: nothing failed, or only missing values (no
     mismatch, none contested: stated otherwise by a passage of the claim's) and the
-    verifier's ``support`` reaches the missing bar."""
+    verifier's ``support`` reaches the missing ``bar`` (:func:`missing_bar`)."""
     if rule.ok:
         return True
-    bar = missing_bar(bars)
     uncontested = not rule.mismatches and not rule.contested
     return uncontested and bar is not None and support >= bar
 
@@ -208,11 +208,12 @@ def decide_claim(
             by_wording=rule.denied_by_wording and not verifier_contradicts,
             by_rule=not rule.denied_by_wording,
         )
-    allowed = _rules_allow(rule, sup.supported, bars)
+    bar = missing_bar(bars)
+    allowed = _rules_allow(rule, sup.supported, bar)
     if sup.supported >= threshold and sup.uncertainty() <= max_uncertainty and allowed:
         why = f"supported by {evidence[i_sup].ref} (p={sup.supported:.2f})"
-        if not rule.ok:
-            why = f"{why}, above the missing bar {missing_bar(bars):.2f} ({rule.explanation})"
+        if bar is not None and not rule.ok:
+            why = f"{why}, above the missing bar {bar:.2f} ({rule.explanation})"
         return ClaimResult(
             claim,
             "supported",

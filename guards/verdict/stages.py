@@ -268,12 +268,7 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
     strong rung scored is decided with that verifier's threshold and contradiction bar, and
     its uncertainty is that verifier's (:mod:`guards.verdict.ladder`)."""
     tau = resolve_threshold(policy, verified.threshold, verified.model_threshold)
-    bars = Bars(
-        tau,
-        policy.verifier.max_uncertainty,
-        verified.contradiction_min,
-        policy.rules.missing_support,
-    )
+    bars = _bars(policy, tau, verified.contradiction_min)
     results = []
     for s in verified.claims:
         b = bars if s.strong is None else _strong_bars(policy, s.strong)
@@ -299,7 +294,14 @@ def decide(verified: Verified, policy: Policy) -> list[ClaimResult]:
 def _strong_bars(policy: Policy, strong: StrongRung) -> Bars:
     """The bars of a claim the strong rung scored: the policy's threshold (``model``: the
     strong verifier's own; a tenant calibration is the fast rung's and does not apply)."""
-    tau = resolve_threshold(policy, None, strong.threshold)
+    return _bars(
+        policy, resolve_threshold(policy, None, strong.threshold), strong.contradiction_min
+    )
+
+
+def _bars(policy: Policy, tau: float, contradiction_min: float) -> Bars:
+    """A verifier's threshold and contradiction bar beside the policy's entropy cap and
+    missing-value bar."""
     return Bars(
-        tau, policy.verifier.max_uncertainty, strong.contradiction_min, policy.rules.missing_support
+        tau, policy.verifier.max_uncertainty, contradiction_min, policy.rules.missing_support
     )

@@ -19,6 +19,7 @@ import yaml
 from groundproxy.guards.verdict.uncertainty import margin_risk
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS, _policy
+from tests.e2e.check_endpoint import only_claim
 
 pytestmark = pytest.mark.slow
 
@@ -54,13 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Iter
 
 def _claim(c: httpx.Client, tenant: str) -> dict[str, Any]:
     body = {"answer": RIGHT, "question": QUESTION, "context": [CONTEXT]}
-    resp = c.post(
-        "/v1/groundproxy/check", json=body, headers={"Authorization": f"Bearer {KEYS[tenant]}"}
-    )
-    assert resp.status_code == 200, resp.text
-    (claim,) = resp.json()["groundproxy"]["claims"]
-    out: dict[str, Any] = claim
-    return out
+    return only_claim(c, KEYS[tenant], body)
 
 
 def test_a_claims_served_uncertainty_is_the_calibrated_p_wrong(server: str) -> None:

@@ -20,6 +20,7 @@ import yaml
 from groundproxy.guards.verdict.decide import MISSING_CAP
 from groundproxy.testing.processes import free_port, start_proxy, stop_process
 from tests.conftest import KEYS, _policy
+from tests.e2e.check_endpoint import only_claim
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +52,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, upstream_port: int) -> Iter
 
 def _claim(c: httpx.Client, tenant: str, answer: str, context: str) -> dict[str, Any]:
     body = {"answer": answer, "question": QUESTION, "context": [context]}
-    resp = c.post(
-        "/v1/groundproxy/check", json=body, headers={"Authorization": f"Bearer {KEYS[tenant]}"}
-    )
-    assert resp.status_code == 200, resp.text
-    (claim,) = resp.json()["groundproxy"]["claims"]
-    out: dict[str, Any] = claim
-    return out
+    return only_claim(c, KEYS[tenant], body)
 
 
 def test_support_above_the_missing_bar_outweighs_an_unstated_name(server: str) -> None:
